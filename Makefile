@@ -1,0 +1,47 @@
+# The Redis Cluster operator. `make help` lists the targets.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+BIN ?= $(CURDIR)/bin
+export KUBEBUILDER_ASSETS ?= $(BIN)
+CONTROLLER_GEN := go tool controller-gen
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-16s %s\n",$$1,$$2}'
+
+.PHONY: deps
+deps: ## Install the Debian packages the tests and the demo need (apt-get as root).
+	@bash hack/deps.sh
+
+.PHONY: tools
+tools: ## Build etcd, kube-apiserver and kube-controller-manager into bin/ (no-op when present).
+	@bash hack/build-tools.sh
+
+.PHONY: generate
+generate: ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+
+.PHONY: manifests
+manifests: ## Generate the CRDs and RBAC under kustomize/base.
+	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=kustomize/base/crd/bases
+
+.PHONY: lint
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+.PHONY: verify-generated
+verify-generated: generate manifests ## Fail when generated files are out of date.
+	@git diff --exit-code -- apis kustomize/base || { echo "generated files are out of date: run make generate manifests"; exit 1; }
+
+.PHONY: build
+build: ## Build the operator binary into bin/.
+	go build -o $(BIN)/redis-operator ./cmd/redis-operator
+
+.PHONY: unit
+unit: ## Unit and envtest suites of the main module.
+	go test ./... -count=1
+
+.PHONY: test
+test: deps tools lint verify-generated unit ## Everything CI runs, with its own set-up.
