@@ -1,0 +1,446 @@
+// Package redistest starts real redis-server processes in cluster mode for tests.
+//
+// Every node listens on 127.0.0.1 on a free port P (its cluster bus on P+10000), keeps its
+// nodes.conf, RDB/AOF files and log in a directory under t.TempDir(), and is killed by a
+// t.Cleanup even when the test fails. Nodes can be stopped (SIGTERM, which saves the RDB),
+// killed (SIGKILL), restarted with their files on the same or a new port, or wiped to come
+// back as a fresh empty node. No Docker: the binary is /usr/bin/redis-server (override with
+// REDIS_SERVER).
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Options configures every node a call to Start creates.
+type Options struct {
+	// Password sets requirepass and masterauth. Empty means no authentication.
+	Password string
+	// NodeTimeout is cluster-node-timeout. Default 2 s (short, so failure detection is fast).
+	NodeTimeout time.Duration
+	// AppendFsyncAlways turns on the AOF with appendfsync always, so that every acknowledged
+	// write (including keys received through MIGRATE) survives kill -9. Off by default: data
+	// then survives Stop (SIGTERM saves an RDB) but not Kill.
+	AppendFsyncAlways bool
+	// Extra holds additional redis.conf lines, e.g. "maxmemory 100mb".
+	Extra []string
+}
+
+// Node is one redis-server process. Its methods are safe for concurrent use.
+type Node struct {
+	t    testing.TB
+	opts Options
+	// Dir holds redis.conf, nodes.conf, the data files and redis.log.
+	Dir string
+
+	mu   sync.Mutex
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var (
+	portsMu sync.Mutex
+	// ports handed out by this test binary; kept reserved while a node is stopped so a
+	// restart on the same port cannot collide with a sibling node.
+	usedPorts = map[int]bool{}
+)
+
+// Binary returns the redis-server path used by the helper.
+func Binary() string {
+	if b := os.Getenv("REDIS_SERVER"); b != "" {
+		return b
+	}
+	return "/usr/bin/redis-server"
+}
+
+// Start starts n nodes in parallel and waits until each answers PING.
+func Start(t testing.TB, n int, opts Options) []*Node {
+	t.Helper()
+	nodes := make([]*Node, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		nodes[i] = newNode(t, opts)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = nodes[i].startOnFreePort()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("redistest: start %d nodes: %v", n, err)
+	}
+	return nodes
+}
+
+// StartOne starts a single node.
+func StartOne(t testing.TB, opts Options) *Node {
+	t.Helper()
+	return Start(t, 1, opts)[0]
+}
+
+func newNode(t testing.TB, opts Options) *Node {
+	if opts.NodeTimeout == 0 {
+		opts.NodeTimeout = 2 * time.Second
+	}
+	n := &Node{t: t, opts: opts, Dir: t.TempDir()}
+	t.Cleanup(n.cleanup)
+	return n
+}
+
+// Addr is "127.0.0.1:port".
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+}
+
+// Port is the client port; the cluster bus listens on Port()+10000.
+func (n *Node) Port() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.port
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.runningLocked()
+}
+
+func (n *Node) runningLocked() bool {
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ClientOptions are go-redis options for a direct connection to this node.
+func (n *Node) ClientOptions() *redis.Options {
+	return &redis.Options{
+		Addr:                     n.Addr(),
+		Password:                 n.opts.Password,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		DialTimeout:              2 * time.Second,
+		ReadTimeout:              10 * time.Second,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+}
+
+// Client opens a direct connection to the node; it is closed when the test ends.
+func (n *Node) Client() *redis.Client {
+	c := redis.NewClient(n.ClientOptions())
+	n.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Do runs one command on the node and fails the test on error.
+func (n *Node) Do(args ...any) any {
+	n.t.Helper()
+	c := redis.NewClient(n.ClientOptions())
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.Do(ctx, args...).Result()
+	if err != nil {
+		n.t.Fatalf("redistest: %s %v: %v", n.Addr(), args, err)
+	}
+	return v
+}
+
+// Stop shuts the node down with SIGTERM (it saves its RDB first) and waits for the exit.
+func (n *Node) Stop() { n.signal(syscall.SIGTERM) }
+
+// Kill sends SIGKILL and waits for the exit: nothing is saved.
+func (n *Node) Kill() { n.signal(syscall.SIGKILL) }
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.t.Helper()
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil || done == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Restart starts the stopped node again on its port with its files (nodes.conf, data).
+func (n *Node) Restart() {
+	n.t.Helper()
+	if err := n.launch(n.Port()); err != nil {
+		n.t.Fatalf("redistest: restart %s: %v", n.Addr(), err)
+	}
+}
+
+// RestartOnNewPort starts the stopped node again with its files on a fresh port, as a pod
+// that comes back with its volume but a new IP.
+func (n *Node) RestartOnNewPort() {
+	n.t.Helper()
+	if err := n.startOnFreePort(); err != nil {
+		n.t.Fatalf("redistest: restart on a new port: %v", err)
+	}
+}
+
+// Wipe deletes nodes.conf and the data files of a stopped node, so that the next Restart
+// brings up a fresh empty node (a new node ID) on the same port, as a pod that lost its
+// volume.
+func (n *Node) Wipe() {
+	n.t.Helper()
+	if n.Running() {
+		n.t.Fatalf("redistest: wipe %s while it runs", n.Addr())
+	}
+	entries, err := os.ReadDir(n.Dir)
+	if err != nil {
+		n.t.Fatalf("redistest: wipe: %v", err)
+	}
+	for _, e := range entries {
+		if e.Name() == "redis.log" {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(n.Dir, e.Name())); err != nil {
+			n.t.Fatalf("redistest: wipe: %v", err)
+		}
+	}
+}
+
+// LogTail returns the last lines of the node's log.
+func (n *Node) LogTail(lines int) string {
+	b, err := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func (n *Node) cleanup() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	port := n.port
+	n.mu.Unlock()
+	if cmd != nil && done != nil {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	if n.t.Failed() {
+		n.t.Logf("redistest: last log lines of node on port %d:\n%s", port, n.LogTail(15))
+	}
+	portsMu.Lock()
+	delete(usedPorts, port)
+	portsMu.Unlock()
+}
+
+// startOnFreePort picks a port whose client and bus ports are free and launches the node,
+// retrying with another port when another process won the race for it.
+func (n *Node) startOnFreePort() error {
+	var last error
+	for range 20 {
+		port, err := reservePort()
+		if err != nil {
+			return err
+		}
+		old := n.Port()
+		if last = n.launch(port); last == nil {
+			if old != 0 {
+				portsMu.Lock()
+				delete(usedPorts, old)
+				portsMu.Unlock()
+			}
+			return nil
+		}
+		portsMu.Lock()
+		delete(usedPorts, port)
+		portsMu.Unlock()
+		if !errors.Is(last, errAddrInUse) {
+			return last
+		}
+	}
+	return last
+}
+
+var errAddrInUse = errors.New("address in use")
+
+func reservePort() (int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 20000 + rand.IntN(35000)
+		if usedPorts[p] || !portFree(p) || !portFree(p+10000) {
+			continue
+		}
+		usedPorts[p] = true
+		return p, nil
+	}
+	return 0, errors.New("no free port pair on 127.0.0.1")
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+func (n *Node) config(port int) string {
+	var b strings.Builder
+	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	line("bind 127.0.0.1")
+	line("port %d", port)
+	line("protected-mode no")
+	line("daemonize no")
+	line("dir %s", n.Dir)
+	line("logfile %s", filepath.Join(n.Dir, "redis.log"))
+	line("cluster-enabled yes")
+	line("cluster-config-file nodes.conf")
+	line("cluster-node-timeout %d", n.opts.NodeTimeout.Milliseconds())
+	// Save only at shutdown (SIGTERM): no background saves while tests load data.
+	line("save 86400 1")
+	if n.opts.AppendFsyncAlways {
+		line("appendonly yes")
+		line("appendfsync always")
+	} else {
+		line("appendonly no")
+	}
+	if n.opts.Password != "" {
+		line("requirepass %q", n.opts.Password)
+		line("masterauth %q", n.opts.Password)
+	}
+	for _, l := range n.opts.Extra {
+		line("%s", l)
+	}
+	return b.String()
+}
+
+// launch starts redis-server on port and waits until it answers PING.
+func (n *Node) launch(port int) error {
+	n.mu.Lock()
+	if n.runningLocked() {
+		n.mu.Unlock()
+		return fmt.Errorf("node on port %d is already running", n.port)
+	}
+	n.mu.Unlock()
+
+	conf := filepath.Join(n.Dir, "redis.conf")
+	if err := os.WriteFile(conf, []byte(n.config(port)), 0o600); err != nil {
+		return err
+	}
+	logPath := filepath.Join(n.Dir, "redis.log")
+	logStart := fileSize(logPath)
+
+	cmd := exec.Command(Binary(), conf)
+	// The kernel kills the server if the test binary dies without running its cleanups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", Binary(), err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	n.mu.Lock()
+	n.port, n.cmd, n.done = port, cmd, done
+	n.mu.Unlock()
+
+	c := redis.NewClient(n.ClientOptions())
+	defer c.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-done:
+			tail := logSince(logPath, logStart)
+			if strings.Contains(tail, "Address already in use") {
+				return fmt.Errorf("port %d: %w", port, errAddrInUse)
+			}
+			return fmt.Errorf("redis-server on port %d exited: %s", port, tail)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redis-server on port %d not answering: %v", port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func logSince(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, 0); err != nil {
+		return ""
+	}
+	var lines []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+	}
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return strings.Join(lines, "\n")
+}
