@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Builds the real control-plane binaries that envtest runs (KUBEBUILDER_ASSETS=bin):
+#   bin/kube-apiserver, bin/kube-controller-manager  from k8s.io/kubernetes (hack/tools/kubernetes)
+#   bin/etcd                                         from go.etcd.io/etcd/server/v3 (hack/tools/etcd)
+# Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
+# except through the Go module proxy. A binary is rebuilt only when it is missing or
+# when its stamp in bin/.versions/ (module version plus a hash of the module's go.mod,
+# go.sum and build flags) differs, so a second run is a no-op. The script writes only
+# under bin/. Caller's GOFLAGS (for example -buildvcs=false) are kept.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="${root}/bin"
+tools="${root}/hack/tools"
+stamps="${bin}/.versions"
+
+# The tool modules are separate from the repository's module and any go.work.
+export GOWORK=off CGO_ENABLED=0
+
+mkdir -p "${stamps}"
+# Several developers share this tree: one build at a time.
+exec 9>"${bin}/.build-tools.lock"
+if ! flock -n 9; then
+  echo "build-tools: waiting for another build-tools run to finish"
+  flock 9
+fi
+
+work="$(mktemp -d "${bin}/.build.XXXXXX")"
+trap 'rm -rf "${work}"' EXIT
+
+built=0
+
+# module_version DIR MODULE prints MODULE's version as pinned in DIR/go.mod.
+module_version() {
+  go -C "$1" list -m -f '{{.Version}}' "$2"
+}
+
+# stamp DIR MODULE VERSION FLAGS... prints the line recorded for a binary built from DIR.
+stamp() {
+  local dir="$1" module="$2" version="$3"
+  shift 3
+  local inputs
+  inputs="$( { cat "${dir}/go.mod" "${dir}/go.sum"; printf '%s\n' "$@"; } | sha256sum | cut -c1-16)"
+  printf '%s %s inputs=%s\n' "${module}" "${version}" "${inputs}"
+}
+
+# up_to_date NAME STAMP succeeds when bin/NAME exists and was built with STAMP.
+up_to_date() {
+  [[ -x "${bin}/$1" && -f "${stamps}/$1" && "$(cat "${stamps}/$1")" == "$2" ]]
+}
+
+# build DIR STAMP LDFLAGS NAME PACKAGE builds PACKAGE of DIR's module as bin/NAME and
+# records its stamp; the binary is moved into place only once complete.
+build() {
+  local dir="$1" line="$2" ldflags="$3" name="$4" pkg="$5"
+  echo "build-tools: building bin/${name} from ${pkg} (${line% inputs=*})"
+  local start=${SECONDS}
+  go -C "${dir}" build -trimpath -ldflags "${ldflags}" -o "${work}/${name}" "${pkg}"
+  mv -f "${work}/${name}" "${bin}/${name}"
+  printf '%s\n' "${line}" >"${stamps}/${name}"
+  echo "build-tools: built bin/${name} in $((SECONDS - start))s ($(du -h "${bin}/${name}" | cut -f1))"
+  built=1
+}
+
+# kube-apiserver and kube-controller-manager, with the version variables that
+# Kubernetes' own release build sets (hack/lib/version.sh), so --version and
+# /version report the release rather than v0.0.0-master.
+kube_dir="${tools}/kubernetes"
+kube_version="$(module_version "${kube_dir}" k8s.io/kubernetes)"
+kube_date="$(go -C "${kube_dir}" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
+kube_major="${kube_version#v}"
+kube_major="${kube_major%%.*}"
+kube_minor="${kube_version#v*.}"
+kube_minor="${kube_minor%%.*}"
+kube_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kube_ldflags+=" -X ${pkg}.gitVersion=${kube_version} -X ${pkg}.gitMajor=${kube_major}"
+  kube_ldflags+=" -X ${pkg}.gitMinor=${kube_minor} -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${kube_date}"
+done
+kube_stamp="$(stamp "${kube_dir}" k8s.io/kubernetes "${kube_version}" "${kube_ldflags}")"
+for name in kube-apiserver kube-controller-manager; do
+  if up_to_date "${name}" "${kube_stamp}"; then
+    echo "build-tools: bin/${name} is up to date (k8s.io/kubernetes ${kube_version})"
+  else
+    build "${kube_dir}" "${kube_stamp}" "${kube_ldflags}" "${name}" "k8s.io/kubernetes/cmd/${name}"
+  fi
+done
+
+# etcd: go.etcd.io/etcd/server/v3 is etcd's main package; its version is a constant
+# in go.etcd.io/etcd/api/v3/version, so no -X flags are needed.
+etcd_dir="${tools}/etcd"
+etcd_version="$(module_version "${etcd_dir}" go.etcd.io/etcd/server/v3)"
+etcd_ldflags="-s -w"
+etcd_stamp="$(stamp "${etcd_dir}" go.etcd.io/etcd/server/v3 "${etcd_version}" "${etcd_ldflags}")"
+if up_to_date etcd "${etcd_stamp}"; then
+  echo "build-tools: bin/etcd is up to date (go.etcd.io/etcd/server/v3 ${etcd_version})"
+else
+  build "${etcd_dir}" "${etcd_stamp}" "${etcd_ldflags}" etcd go.etcd.io/etcd/server/v3
+fi
+
+if ((built == 0)); then
+  echo "build-tools: nothing to do, all tools up to date in bin/"
+fi
