@@ -44,4 +44,9 @@ unit: ## Unit and envtest suites of the main module.
 	go test ./... -count=1
 
 .PHONY: test
-test: deps tools lint verify-generated unit ## Everything CI runs, with its own set-up.
+test: ## Everything CI runs, with its own set-up; prints how long each part took.
+	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
+	@bash hack/timed.sh tools $(MAKE) --no-print-directory tools
+	@bash hack/timed.sh lint $(MAKE) --no-print-directory lint
+	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
+	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit

@@ -124,7 +124,7 @@ type StorageSpec struct {
 	// Size is the requested size of each PVC.
 	// +kubebuilder:default="1Gi"
 	// +optional
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 
 	// DeleteClaimPolicy says what happens to the PVCs when the RedisCluster
 	// is deleted: Retain keeps them (and the data), Delete removes them.
