@@ -47,7 +47,7 @@ func (s *Server) handleMount(ctx context.Context, w http.ResponseWriter, req *lo
 	case logical.ReadOperation:
 		m := s.mounts.match(path)
 		if m == nil || m.path != path {
-			respond(w, req, nil, fmt.Errorf("no mount at %q: %w", path, logical.ErrInvalidRequest))
+			respond(w, req, nil, badRequest(fmt.Errorf("no mount at %q", path)))
 			return
 		}
 		respondData(w, req, m.describe())
@@ -59,7 +59,7 @@ func (s *Server) handleMount(ctx context.Context, w http.ResponseWriter, req *lo
 			for k, v := range raw {
 				s, err := parseutil.ParseString(v)
 				if err != nil {
-					respond(w, req, nil, fmt.Errorf("option %q: %w: %w", k, err, logical.ErrInvalidRequest))
+					respond(w, req, nil, badRequest(fmt.Errorf("option %q: %w", k, err)))
 					return
 				}
 				options[k] = s
@@ -69,7 +69,7 @@ func (s *Server) handleMount(ctx context.Context, w http.ResponseWriter, req *lo
 			typ, options["version"] = "kv", "2"
 		}
 		if err := s.mounts.mount(ctx, path, typ, options, desc); err != nil {
-			respond(w, req, nil, fmt.Errorf("%w: %w", err, logical.ErrInvalidRequest))
+			respond(w, req, nil, badRequest(err))
 			return
 		}
 		respond(w, req, nil, nil)
@@ -84,7 +84,7 @@ func (s *Server) handleMount(ctx context.Context, w http.ResponseWriter, req *lo
 // handlePolicy reads, writes or deletes one ACL policy.
 func (s *Server) handlePolicy(w http.ResponseWriter, req *logical.Request, name string) {
 	if name == "" {
-		respond(w, req, nil, fmt.Errorf("policy name missing: %w", logical.ErrInvalidRequest))
+		respond(w, req, nil, badRequest(errors.New("policy name missing")))
 		return
 	}
 	switch req.Operation {
@@ -106,13 +106,13 @@ func (s *Server) handlePolicy(w http.ResponseWriter, req *logical.Request, name 
 			err = s.policies.put(p)
 		}
 		if err != nil {
-			respond(w, req, nil, fmt.Errorf("%w: %w", err, logical.ErrInvalidRequest))
+			respond(w, req, nil, badRequest(err))
 			return
 		}
 		respond(w, req, nil, nil)
 	case logical.DeleteOperation:
 		if err := s.policies.remove(name); err != nil {
-			respond(w, req, nil, fmt.Errorf("%w: %w", err, logical.ErrInvalidRequest))
+			respond(w, req, nil, badRequest(err))
 			return
 		}
 		respond(w, req, nil, nil)
@@ -166,7 +166,7 @@ func (s *Server) handleToken(ctx context.Context, w http.ResponseWriter, req *lo
 func (s *Server) renew(ctx context.Context, w http.ResponseWriter, req *logical.Request, tok *tokenEntry) {
 	increment, err := parseutil.ParseDurationSecond(req.Data["increment"])
 	if err != nil {
-		respond(w, req, nil, fmt.Errorf("increment: %w: %w", err, logical.ErrInvalidRequest))
+		respond(w, req, nil, badRequest(fmt.Errorf("increment: %w", err)))
 		return
 	}
 	auth, err := s.tokens.renew(ctx, tok, increment)
@@ -181,7 +181,7 @@ func (s *Server) renew(ctx context.Context, w http.ResponseWriter, req *logical.
 // unless root), ttl, explicit_max_ttl, renewable (default true),
 // no_default_policy, display_name, meta.
 func (s *Server) createToken(w http.ResponseWriter, req *logical.Request, parent *tokenEntry) {
-	bad := func(err error) { respond(w, req, nil, fmt.Errorf("%w: %w", err, logical.ErrInvalidRequest)) }
+	bad := func(err error) { respond(w, req, nil, badRequest(err)) }
 	policies, err := parseutil.ParseCommaStringSlice(req.Data["policies"])
 	if err != nil {
 		bad(fmt.Errorf("policies: %w", err))
@@ -249,13 +249,19 @@ func (s *Server) createToken(w http.ResponseWriter, req *logical.Request, parent
 func (s *Server) accessorArg(w http.ResponseWriter, req *logical.Request) *tokenEntry {
 	accessor, _ := req.Data["accessor"].(string)
 	if accessor == "" {
-		respond(w, req, nil, errors.Join(errors.New("missing accessor"), logical.ErrInvalidRequest))
+		respond(w, req, nil, badRequest(errors.New("missing accessor")))
 		return nil
 	}
 	e := s.tokens.lookupAccessor(accessor)
 	if e == nil {
-		respond(w, req, nil, errors.Join(errors.New("invalid accessor"), logical.ErrInvalidRequest))
+		respond(w, req, nil, badRequest(errors.New("invalid accessor")))
 		return nil
 	}
 	return e
+}
+
+// badRequest makes err answer with HTTP 400, through the sdk's
+// logical.HTTPCodedError that logical.RespondError honours.
+func badRequest(err error) error {
+	return logical.CodedError(http.StatusBadRequest, err.Error())
 }

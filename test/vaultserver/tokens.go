@@ -2,6 +2,7 @@ package vaultserver
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"fmt"
 	"maps"
@@ -157,10 +158,10 @@ func (ts *tokenStore) issue(m *mount, path string, auth *logical.Auth) (*tokenEn
 // creation.
 func (ts *tokenStore) renew(ctx context.Context, e *tokenEntry, increment time.Duration) (*logical.Auth, error) {
 	if e.expires.IsZero() {
-		return nil, fmt.Errorf("token has no TTL and needs no renewal")
+		return nil, badRequest(errors.New("token has no TTL and needs no renewal"))
 	}
 	if !e.renewable {
-		return nil, fmt.Errorf("lease is not renewable: %w", logical.ErrInvalidRequest)
+		return nil, badRequest(errors.New("lease is not renewable"))
 	}
 	ts.mu.Lock()
 	auth := *e.auth
@@ -189,7 +190,7 @@ func (ts *tokenStore) renew(ctx context.Context, e *tokenEntry, increment time.D
 	}
 	ttl, _, err := framework.CalculateTTL(ts.sysView, increment, auth.TTL, auth.Period, auth.MaxTTL, auth.ExplicitMaxTTL, e.created)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, logical.ErrInvalidRequest)
+		return nil, badRequest(err)
 	}
 	now := time.Now()
 	ts.mu.Lock()
