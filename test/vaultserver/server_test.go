@@ -169,7 +169,7 @@ func TestPolicyMatching(t *testing.T) {
 		{both, "secret/data/x", "read", true},
 		{both, "secret/data/x", "list", true}, // same pattern in two policies: merged
 		{[]string{"a"}, "secret/data/x", "list", false},
-		{both, "secret/data/locked", "read", false},       // exact pattern wins, and it denies
+		{both, "secret/data/locked", "read", false},        // exact pattern wins, and it denies
 		{both, "secret/data/team/blue/db", "update", true}, // "+" pattern wins over the earlier "*"
 		{both, "secret/data/team/blue/db", "read", false},
 		{both, "secret/metadata/x", "read", false},

@@ -2,8 +2,8 @@ package vaultserver
 
 import (
 	"context"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
