@@ -1,0 +1,258 @@
+// Package health assesses the health of a RedisCluster in Argo CD's
+// vocabulary (github.com/argoproj/gitops-engine/pkg/health): Healthy,
+// Progressing, Degraded, Suspended or Unknown, with one sentence saying why.
+//
+// Two assessments share one set of rules:
+//   - Override implements gitops-engine's health.HealthOverride over the
+//     unstructured object, exactly as the Lua check argocd/health.lua does in
+//     Argo CD (the tests run both over argocd/testdata and require equality);
+//   - ForRedisCluster is the controller's: the same verdict on the typed
+//     object, made worse by any child (StatefulSet, PVC, Service) whose
+//     built-in gitops-engine health is worse, for status.health.
+//
+// The rules, first match wins ("this generation" means the condition's
+// observedGeneration equals metadata.generation):
+//  1. no status → Unknown;
+//  2. Degraded=True for this generation → Degraded;
+//  3. Ready=False for this generation with a failure reason (ShardLost,
+//     SlotsUncovered, ClusterStateFail, ReplicaMissing, RedisUnreachable,
+//     ReconcileError, InvalidSpec, SecretNotFound, VaultUnreachable,
+//     VaultPermissionDenied) → Degraded;
+//  4. spec.paused, or Paused=True for this generation (v1alpha1 has no
+//     spec.paused) → Suspended;
+//  5. status.observedGeneration (v1alpha1 has none: the Ready condition's)
+//     differs from metadata.generation → Progressing;
+//  6. Progressing=True for this generation, phase Pending, Bootstrapping,
+//     Scaling or Upgrading, or a credential rotation step → Progressing;
+//  7. no Ready condition → Unknown;
+//  8. Ready=True for this generation → Healthy;
+//  9. anything else (Ready False with another reason, Unknown, or stale) →
+//     Progressing.
+//
+// Degraded comes before the generation check so that a spec that can never
+// be applied (InvalidSpec, whose reconcile never succeeds and so never moves
+// status.observedGeneration) shows as Degraded rather than Progressing
+// forever.
+package health
+
+import (
+	"fmt"
+	"strconv"
+
+	argohealth "github.com/argoproj/gitops-engine/pkg/health"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// Kind is the kind this package assesses, in group cache.redis.io, any version.
+const Kind = "RedisCluster"
+
+// Override implements gitops-engine's health.HealthOverride for RedisCluster
+// objects of any version. For any other kind it returns nil, nil, which
+// gitops-engine's health.GetResourceHealth takes as "use the built-in check".
+type Override struct{}
+
+var _ argohealth.HealthOverride = Override{}
+
+// GetResourceHealth returns the health of obj by the rules in the package
+// documentation, or nil when obj is not a cache.redis.io RedisCluster. It
+// never returns an error: fields of the wrong type count as absent, as they
+// do in the Lua check.
+func (Override) GetResourceHealth(obj *unstructured.Unstructured) (*argohealth.HealthStatus, error) {
+	if obj == nil {
+		return nil, nil
+	}
+	gvk := obj.GroupVersionKind()
+	if gvk.Group != cachev1beta1.GroupVersion.Group || gvk.Kind != Kind {
+		return nil, nil
+	}
+	code, message := assess(obj.Object)
+	return &argohealth.HealthStatus{Status: code, Message: message}, nil
+}
+
+// failureReasons are the Ready reasons that mean failure rather than work in
+// progress (apis/cache/v1beta1/conditions.go).
+var failureReasons = map[string]bool{
+	cachev1beta1.RedisClusterShardLostReason:             true,
+	cachev1beta1.RedisClusterSlotsUncoveredReason:        true,
+	cachev1beta1.RedisClusterClusterStateFailReason:      true,
+	cachev1beta1.RedisClusterReplicaMissingReason:        true,
+	cachev1beta1.RedisClusterRedisUnreachableReason:      true,
+	cachev1beta1.RedisClusterReconcileErrorReason:        true,
+	cachev1beta1.RedisClusterInvalidSpecReason:           true,
+	cachev1beta1.RedisClusterSecretNotFoundReason:        true,
+	cachev1beta1.RedisClusterVaultUnreachableReason:      true,
+	cachev1beta1.RedisClusterVaultPermissionDeniedReason: true,
+}
+
+// progressPhases are the phases in which the operator is still changing the cluster.
+var progressPhases = map[string]bool{
+	string(cachev1beta1.PhasePending):       true,
+	string(cachev1beta1.PhaseBootstrapping): true,
+	string(cachev1beta1.PhaseScaling):       true,
+	string(cachev1beta1.PhaseUpgrading):     true,
+}
+
+// assess applies the package's rules to an object in unstructured form. It
+// mirrors argocd/health.lua line for line; keep the two in step.
+func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
+	status, ok := obj["status"].(map[string]any)
+	if !ok || len(status) == 0 {
+		return argohealth.HealthStatusUnknown, "Waiting for the operator to report the status of this RedisCluster."
+	}
+	generation := num(field(obj, "metadata")["generation"])
+	conditions := status["conditions"]
+	current := func(c map[string]any) bool { return num(c["observedGeneration"]) == generation }
+
+	degraded := findCondition(conditions, cachev1beta1.RedisClusterDegradedCondition)
+	if degraded != nil && degraded["status"] == "True" && current(degraded) {
+		return argohealth.HealthStatusDegraded, describe(degraded, "", "The cluster serves with reduced redundancy or not at all.")
+	}
+
+	ready := findCondition(conditions, cachev1beta1.RedisClusterReadyCondition)
+	if ready != nil && ready["status"] == "False" && current(ready) && failureReasons[str(ready["reason"])] {
+		return argohealth.HealthStatusDegraded, describe(ready, "", "The cluster is not ready.")
+	}
+
+	paused := findCondition(conditions, cachev1beta1.RedisClusterPausedCondition)
+	if field(obj, "spec")["paused"] == true || (paused != nil && paused["status"] == "True" && current(paused)) {
+		return argohealth.HealthStatusSuspended, "Reconciliation is paused by spec.paused: the operator observes the cluster and changes nothing."
+	}
+
+	observed := num(status["observedGeneration"])
+	if !observed.ok && ready != nil {
+		observed = num(ready["observedGeneration"])
+	}
+	if observed != generation {
+		switch {
+		case !generation.ok:
+			return argohealth.HealthStatusProgressing, "Waiting for the operator to observe this RedisCluster's generation."
+		case !observed.ok:
+			return argohealth.HealthStatusProgressing, "Waiting for the operator to observe generation " + generation.String() + "."
+		default:
+			return argohealth.HealthStatusProgressing, "Waiting for the operator to observe generation " + generation.String() +
+				" (it last observed " + observed.String() + ")."
+		}
+	}
+
+	progressing := findCondition(conditions, cachev1beta1.RedisClusterProgressingCondition)
+	if progressing != nil && progressing["status"] == "True" && current(progressing) {
+		reason := str(progressing["reason"])
+		return argohealth.HealthStatusProgressing, describe(progressing, progressDetail(status, reason), "The operator is changing the cluster.")
+	}
+	if phase := str(status["phase"]); progressPhases[phase] {
+		return argohealth.HealthStatusProgressing, "The cluster is in phase " + phase + "."
+	}
+	if step := str(field(status, "credentials")["rotationStep"]); step != "" {
+		return argohealth.HealthStatusProgressing, "Rotating credentials (step " + step + ")."
+	}
+
+	if ready == nil {
+		return argohealth.HealthStatusUnknown, "The status has no Ready condition yet."
+	}
+	if ready["status"] == "True" {
+		if current(ready) {
+			return argohealth.HealthStatusHealthy, describe(ready, "", "The cluster is ready.")
+		}
+		return argohealth.HealthStatusProgressing, "Waiting for the Ready condition of the current generation."
+	}
+	return argohealth.HealthStatusProgressing, describe(ready, "", "The cluster is not ready yet.")
+}
+
+// progressDetail is the progress shown beside the Progressing reason: slots
+// moved while scaling, the step of a credential rotation; "" when none.
+func progressDetail(status map[string]any, reason string) string {
+	switch reason {
+	case cachev1beta1.RedisClusterScalingReason:
+		migration := field(status, "migration")
+		total := num(migration["slotsTotal"])
+		if total.ok && total.v > 0 {
+			// A missing slotsMoved (omitempty drops 0) counts as 0.
+			moved := num(migration["slotsMoved"])
+			return moved.String() + "/" + total.String() + " slots moved"
+		}
+	case cachev1beta1.RedisClusterRotatingCredentialsReason:
+		if step := str(field(status, "credentials")["rotationStep"]); step != "" {
+			return "step " + step
+		}
+	}
+	return ""
+}
+
+// describe renders "Reason (detail): message", leaving out what is empty;
+// fallback stands in for an empty message.
+func describe(c map[string]any, detail, fallback string) string {
+	message := str(c["message"])
+	if message == "" {
+		message = fallback
+	}
+	prefix := str(c["reason"])
+	if prefix == "" {
+		return message
+	}
+	if detail != "" {
+		prefix += " (" + detail + ")"
+	}
+	return prefix + ": " + message
+}
+
+// findCondition returns the first condition of the given type in a
+// status.conditions value, or nil. Entries that are not objects are skipped.
+func findCondition(conditions any, condType string) map[string]any {
+	list, _ := conditions.([]any)
+	for _, item := range list {
+		if c, ok := item.(map[string]any); ok && c["type"] == condType {
+			return c
+		}
+	}
+	return nil
+}
+
+// field returns obj[key] when it is an object, else an empty map.
+func field(obj map[string]any, key string) map[string]any {
+	m, _ := obj[key].(map[string]any)
+	return m
+}
+
+// str returns v when it is a string, else "".
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// number is a JSON number as Lua 5.1 holds it (a float64), or absent. Two
+// numbers compare with == as Lua compares them; two absent ones are equal,
+// as nil == nil is in Lua.
+type number struct {
+	v  float64
+	ok bool
+}
+
+// String formats n as gopher-lua's tostring and ".." do (LNumber.String):
+// an integral value without a fraction, anything else as Go's %v of a
+// float64. An absent number formats as 0.
+func (n number) String() string {
+	if n.v == float64(int64(n.v)) {
+		return strconv.FormatInt(int64(n.v), 10)
+	}
+	return fmt.Sprint(n.v)
+}
+
+// num returns v as the number Lua would see. Argo CD hands Lua every JSON
+// number of the object as a Lua number (int64 from the API server, float64
+// from YAML) and a json.Number as a string (argo-cd util/lua, decodeValue),
+// so only Go's numeric types count; anything else is absent.
+func num(v any) number {
+	switch x := v.(type) {
+	case int64:
+		return number{v: float64(x), ok: true}
+	case int32:
+		return number{v: float64(x), ok: true}
+	case int:
+		return number{v: float64(x), ok: true}
+	case float64:
+		return number{v: x, ok: true}
+	}
+	return number{}
+}
