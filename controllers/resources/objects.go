@@ -1,0 +1,102 @@
+package resources
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// ConfigMap builds ConfigMapName(rc) holding RenderConfig(rc) as ConfigKey.
+func ConfigMap(rc *cachev1beta1.RedisCluster) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ConfigMapName(rc.Name),
+			Namespace:       rc.Namespace,
+			Labels:          ClusterLabels(rc.Name),
+			OwnerReferences: ownerRefs(rc),
+		},
+		Data: map[string]string{ConfigKey: RenderConfig(rc)},
+	}
+	setAppliedHash(cm)
+	return cm
+}
+
+// HeadlessService builds the StatefulSets' governing Service: stable DNS
+// names <pod>.<rc>-headless.<namespace>.svc for every Redis pod, published
+// before the pods are ready (the cluster forms before it serves). It also
+// exposes the exporter's port when the sidecar is enabled, for scraping.
+func HeadlessService(rc *cachev1beta1.RedisCluster) *corev1.Service {
+	ports := []corev1.ServicePort{
+		{Name: "redis", Port: RedisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP},
+		{Name: "cluster-bus", Port: BusPort, TargetPort: intstr.FromString("cluster-bus"), Protocol: corev1.ProtocolTCP},
+	}
+	if rc.Spec.Exporter.Enabled {
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: ExporterPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
+	}
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            HeadlessServiceName(rc.Name),
+			Namespace:       rc.Namespace,
+			Labels:          ClusterLabels(rc.Name),
+			OwnerReferences: ownerRefs(rc),
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 ClusterSelector(rc.Name),
+			Ports:                    ports,
+		},
+	}
+	setAppliedHash(svc)
+	return svc
+}
+
+// ClientService builds the ClusterIP Service clients use as their seed
+// address; a cluster-aware client then follows the cluster's own topology.
+func ClientService(rc *cachev1beta1.RedisCluster) *corev1.Service {
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ClientServiceName(rc.Name),
+			Namespace:       rc.Namespace,
+			Labels:          ClusterLabels(rc.Name),
+			OwnerReferences: ownerRefs(rc),
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: ClusterSelector(rc.Name),
+			Ports: []corev1.ServicePort{
+				{Name: "redis", Port: RedisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	setAppliedHash(svc)
+	return svc
+}
+
+// PodDisruptionBudget builds shard's PDB with maxUnavailable 1: a node
+// drain evicts at most one pod of a shard at a time, so it cannot take a
+// master and its replica together.
+func PodDisruptionBudget(rc *cachev1beta1.RedisCluster, shard int) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            PDBName(rc.Name, shard),
+			Namespace:       rc.Namespace,
+			Labels:          ShardLabels(rc.Name, shard),
+			OwnerReferences: ownerRefs(rc),
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: &one,
+			Selector:       &metav1.LabelSelector{MatchLabels: ShardSelector(rc.Name, shard)},
+		},
+	}
+	setAppliedHash(pdb)
+	return pdb
+}

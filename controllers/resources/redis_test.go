@@ -1,0 +1,308 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// These tests run the rendered redis.conf, auth.conf and the pod's shell
+// scripts against the real redis-server and redis-cli 7.0 installed on the
+// machine (Debian's redis-server and redis-tools), each node on its own
+// 127.x.y.z address as on the local control plane.
+
+// pod is a Redis "pod" run from the builders' output: its files live in a
+// temporary directory that stands in for the pod's mounts.
+type pod struct {
+	ip   string
+	root string
+	cmd  *exec.Cmd
+}
+
+// localize rewrites the pod's mount paths to directories under root.
+func localize(root, s string) string {
+	s = strings.ReplaceAll(s, AuthDir, filepath.Join(root, "auth"))
+	s = strings.ReplaceAll(s, ConfigDir, filepath.Join(root, "config"))
+	s = strings.ReplaceAll(s, DataDir, filepath.Join(root, "data"))
+	return s
+}
+
+// startPod materialises the ConfigMap and Secret built for rc (with
+// password) and runs the Redis container's start script with POD_IP set to
+// a fresh loopback address, then waits until the node answers.
+func startPod(t *testing.T, rc *cachev1beta1.RedisCluster, password string) *pod {
+	t.Helper()
+	for attempt := 0; attempt < 5; attempt++ {
+		p := &pod{ip: fmt.Sprintf("127.%d.%d.%d", 200+rand.IntN(50), rand.IntN(256), 1+rand.IntN(253)), root: t.TempDir()}
+		for dir, files := range map[string]map[string][]byte{
+			"config": {ConfigKey: []byte(localize(p.root, ConfigMap(rc).Data[ConfigKey]))},
+			"auth":   Secret(rc, password).Data,
+			"data":   nil,
+		} {
+			if err := os.MkdirAll(filepath.Join(p.root, dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range files {
+				if err := os.WriteFile(filepath.Join(p.root, dir, name), content, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		p.cmd = exec.Command("sh", "-c", localize(p.root, startScript))
+		p.cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
+		log, err := os.Create(filepath.Join(p.root, "redis.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.cmd.Stdout, p.cmd.Stderr = log, log
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- p.cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+			_ = log.Close()
+		})
+		c := p.client(password)
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			select {
+			case <-exited:
+				out, _ := os.ReadFile(log.Name())
+				if strings.Contains(string(out), "Address already in use") {
+					goto next
+				}
+				t.Fatalf("redis-server exited:\n%s", out)
+			default:
+			}
+			if c.Ping(context.Background()).Err() == nil {
+				return p
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("redis-server on %s did not answer", p.ip)
+	next:
+	}
+	t.Fatal("no free loopback address after 5 attempts")
+	return nil
+}
+
+func (p *pod) client(password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: p.ip + ":6379", Password: password, MaxRetries: -1, DialTimeout: time.Second})
+}
+
+// script runs one of the pod's scripts as the kubelet would (sh -c, with
+// the container's POD_IP) and returns its exit error.
+func (p *pod) script(script string) error {
+	cmd := exec.Command("sh", "-c", localize(p.root, script))
+	cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
+func requireRedis(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is not installed (make deps installs redis-server and redis-tools): %v", bin, err)
+		}
+	}
+}
+
+// TestLiveConfigAgainstRedis: every key of LiveConfigDefaults is accepted
+// by CONFIG SET on a running redis-server 7.0 and its default is what the
+// server reports; keys that need a restart are refused by CONFIG SET.
+func TestLiveConfigAgainstRedis(t *testing.T) {
+	requireRedis(t)
+	// A cluster with an empty spec.config still renders the operator's
+	// defaults; start from Redis's own defaults for those three keys.
+	rc := cluster()
+	p := startPod(t, rc, "")
+	c := p.client("")
+	ctx := context.Background()
+	for key, def := range LiveConfigDefaults {
+		got, err := c.ConfigGet(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("CONFIG GET %s: %v", key, err)
+		}
+		if _, owned := operatorDefaults[key]; !owned && got[key] != def {
+			t.Errorf("%s: Redis default %q, table says %q", key, got[key], def)
+		}
+		if err := c.ConfigSet(ctx, key, def).Err(); err != nil {
+			t.Errorf("CONFIG SET %s %q: %v", key, def, err)
+		}
+	}
+	for _, key := range []string{"databases", "io-threads", "appenddirname", "rdbchecksum", "daemonize", "cluster-enabled"} {
+		if IsLiveConfigKey(key) {
+			t.Errorf("%s is listed as live", key)
+		}
+		cur, err := c.ConfigGet(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConfigSet(ctx, key, cur[key]).Err(); err == nil {
+			t.Errorf("CONFIG SET %s succeeded; the key is live and belongs in LiveConfigDefaults", key)
+		}
+	}
+	// CONFIG REWRITE works on the copied config (the reason for the copy).
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "CONFIG", "REWRITE").Err(); err != nil {
+		t.Fatalf("CONFIG REWRITE: %v", err)
+	}
+	rewritten, err := os.ReadFile(filepath.Join(p.root, "data", "redis.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rewritten), "maxmemory-policy allkeys-lru") {
+		t.Errorf("rewritten redis.conf lacks the live change:\n%s", rewritten)
+	}
+}
+
+// TestRenderedConfigAndAuth: redis-server 7.0 loads the rendered redis.conf
+// with spec.config and the included auth.conf; a password with quotes,
+// backslashes, spaces and non-ASCII bytes works for clients and nothing
+// else gets in.
+func TestRenderedConfigAndAuth(t *testing.T) {
+	requireRedis(t)
+	const password = `s3cr"et \pass 'wörd'` + "\t#x"
+	rc := cluster(func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Config = map[string]string{"maxmemory": "64mb", "maxmemory-policy": "allkeys-lru", "save": "900 1 300 10", "notify-keyspace-events": ""}
+	})
+	p := startPod(t, rc, password)
+	ctx := context.Background()
+	c := p.client(password)
+	for key, want := range map[string]string{
+		"cluster-enabled": "yes", "maxmemory": "67108864", "maxmemory-policy": "allkeys-lru", "save": "900 1 300 10",
+		"appendonly": "yes", "cluster-node-timeout": "5000", "cluster-allow-replica-migration": "no",
+		"cluster-announce-ip": p.ip, "masterauth": password, "requirepass": password,
+	} {
+		got, err := c.ConfigGet(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[key] != want {
+			t.Errorf("%s = %q, want %q", key, got[key], want)
+		}
+	}
+	if err := p.client("wrong").Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("wrong password: %v", err)
+	}
+	if err := p.client("").Set(ctx, "k", "v", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("no password: %v", err)
+	}
+	if err := p.script(readinessScript); err != nil {
+		t.Errorf("readiness probe fails on a healthy node: %v", err)
+	}
+	// The probe fails without the password file (NOAUTH is not PONG).
+	if err := os.Remove(filepath.Join(p.root, "auth", PasswordKey)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.script(readinessScript); err == nil {
+		t.Error("readiness probe passes without the password")
+	}
+}
+
+// TestPreStopFailsOverMaster builds a two-node cluster (a master with all
+// 16384 slots and its replica) from the rendered config with a password,
+// runs the preStop hook on the master and checks the roles swapped and the
+// data is still there; on the (new) replica the hook does nothing.
+func TestPreStopFailsOverMaster(t *testing.T) {
+	requireRedis(t)
+	const password = "pre stop\"pw"
+	rc := cluster()
+	m, r := startPod(t, rc, password), startPod(t, rc, password)
+	ctx := context.Background()
+	mc, rcl := m.client(password), r.client(password)
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(mc.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	must(mc.ClusterMeet(ctx, r.ip, "6379").Err())
+	masterID, err := mc.Do(ctx, "CLUSTER", "MYID").Text()
+	must(err)
+	eventually(t, "replica learns the master", func() error {
+		return rcl.Do(ctx, "CLUSTER", "REPLICATE", masterID).Err()
+	})
+	eventually(t, "cluster ok and replica in sync", func() error {
+		info, err := rcl.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "master_link_status:up") {
+			return errors.New("link down")
+		}
+		ci, err := mc.ClusterInfo(ctx).Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(ci, "cluster_state:ok") {
+			return errors.New(ci)
+		}
+		return nil
+	})
+	must(mc.Set(ctx, "{k}1", "v1", 0).Err())
+	must(mc.Do(ctx, "WAIT", 1, 5000).Err())
+
+	must(m.script(preStopScript))
+
+	if role := roleOf(t, mc); role != "slave" {
+		t.Fatalf("old master's role after preStop: %s", role)
+	}
+	if role := roleOf(t, rcl); role != "master" {
+		t.Fatalf("replica's role after preStop: %s", role)
+	}
+	if v, err := rcl.Get(ctx, "{k}1").Result(); err != nil || v != "v1" {
+		t.Errorf("key after failover: %q, %v", v, err)
+	}
+	// On a replica the hook is a no-op that succeeds.
+	must(m.script(preStopScript))
+	if role := roleOf(t, mc); role != "slave" {
+		t.Errorf("preStop on a replica changed its role to %s", role)
+	}
+}
+
+func roleOf(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	v, err := c.Do(context.Background(), "ROLE").Slice()
+	if err != nil || len(v) == 0 {
+		t.Fatalf("ROLE: %v %v", v, err)
+	}
+	return fmt.Sprint(v[0])
+}
+
+// eventually retries f until it succeeds or 15 s pass.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
