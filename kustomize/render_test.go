@@ -33,11 +33,17 @@ func rendered(t *testing.T, overlay string) []*unstructured.Unstructured {
 	}
 	var objs []*unstructured.Unstructured
 	for _, r := range m.Resources() {
-		data, err := r.Map()
+		// Through JSON, so numbers are int64 or float64 as in any object
+		// decoded from the API.
+		data, err := r.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs = append(objs, &unstructured.Unstructured{Object: data})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
 	}
 	return objs
 }
