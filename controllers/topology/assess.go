@@ -1,0 +1,422 @@
+package topology
+
+import (
+	"errors"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// shardState is what the planner knows about one shard of Desired.
+type shardState struct {
+	spec    ShardSpec
+	index   int
+	leaving bool
+	nodes   []*NodeView // one per spec node; unreachable ones carry Err
+	// owners are the node IDs mapped to this shard that own slots, most slots first.
+	owners []string
+	// masterID is the shard's master: its biggest owner, or for a shard without slots the
+	// first reachable empty master of the shard (a candidate). "" when there is none.
+	masterID string
+	master   *NodeView // reachable view of masterID, nil when unreachable
+}
+
+// assessment is the derived, read-only picture of one ClusterView against Desired.
+type assessment struct {
+	view    *ClusterView
+	desired Desired
+	now     time.Time
+
+	nodes   []*NodeView // every desired endpoint (Shards then Leaving)
+	byName  map[string]*NodeView
+	byID    map[string]*NodeView // reachable nodes by their own ID
+	shardOf map[string]*shardState
+	shards  []*shardState
+	leaving []*shardState
+
+	// owner is the consensus owner ID of each slot, "" when unassigned: a reachable master's
+	// claim on itself wins; otherwise the owner most reachable nodes' tables name.
+	owner     [NumSlots]string
+	contested SlotSet // slots that more than one reachable master claims for itself
+	ownerOf   map[string]*shardState
+	slotCount map[string]int // owner ID -> slots owned
+
+	allReachable bool
+	nodeTimeout  time.Duration
+}
+
+var errNotObserved = errors.New("not observed")
+
+func assess(view *ClusterView, d Desired) *assessment {
+	a := &assessment{
+		view:      view,
+		desired:   d,
+		byName:    map[string]*NodeView{},
+		byID:      map[string]*NodeView{},
+		shardOf:   map[string]*shardState{},
+		ownerOf:   map[string]*shardState{},
+		slotCount: map[string]int{},
+	}
+	if view != nil {
+		a.now = view.ObservedAt
+	}
+	a.allReachable = true
+	add := func(spec ShardSpec, index int, leaving bool) *shardState {
+		sh := &shardState{spec: spec, index: index, leaving: leaving}
+		for _, ep := range spec.Nodes {
+			n := view.Node(ep.Name)
+			if n == nil || n.Endpoint.Addr != ep.Addr {
+				n = &NodeView{Endpoint: ep, Err: errNotObserved}
+			}
+			sh.nodes = append(sh.nodes, n)
+			a.nodes = append(a.nodes, n)
+			a.byName[ep.Name] = n
+			a.shardOf[ep.Name] = sh
+			if n.Reachable() {
+				a.byID[n.ID] = n
+			} else {
+				a.allReachable = false
+			}
+		}
+		return sh
+	}
+	for i, s := range d.Shards {
+		a.shards = append(a.shards, add(s, i, false))
+	}
+	for i, s := range d.Leaving {
+		a.leaving = append(a.leaving, add(s, i, true))
+	}
+	a.computeOwners()
+	a.mapOwners()
+	a.chooseMasters()
+	a.nodeTimeout = 15 * time.Second
+	var maxTimeout time.Duration
+	for _, n := range a.reachable() {
+		maxTimeout = max(maxTimeout, n.NodeTimeout)
+	}
+	if maxTimeout > 0 {
+		a.nodeTimeout = maxTimeout
+	}
+	return a
+}
+
+// reachable lists reachable desired endpoints in order.
+func (a *assessment) reachable() []*NodeView {
+	var out []*NodeView
+	for _, n := range a.nodes {
+		if n.Reachable() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (a *assessment) computeOwners() {
+	type claim struct {
+		id    string
+		epoch uint64
+	}
+	var claims [NumSlots][]claim
+	for _, n := range a.reachable() {
+		self := n.Self()
+		if self == nil || !self.Flags.Master {
+			continue
+		}
+		for _, r := range self.Slots {
+			for s := r.Start; s <= r.End; s++ {
+				claims[s] = append(claims[s], claim{n.ID, self.ConfigEpoch})
+			}
+		}
+	}
+	// Table votes for slots nobody reachable claims.
+	votes := map[string]map[int]int{} // owner -> slot -> votes, only for unreachable owners
+	epochs := map[string]uint64{}
+	for _, n := range a.reachable() {
+		for _, r := range n.Known {
+			if r.Flags.Myself || len(r.Slots) == 0 || a.byID[r.ID] != nil {
+				continue
+			}
+			if votes[r.ID] == nil {
+				votes[r.ID] = map[int]int{}
+			}
+			epochs[r.ID] = max(epochs[r.ID], r.ConfigEpoch)
+			for _, sr := range r.Slots {
+				for s := sr.Start; s <= sr.End; s++ {
+					votes[r.ID][s]++
+				}
+			}
+		}
+	}
+	ids := make([]string, 0, len(votes))
+	for id := range votes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for s := range NumSlots {
+		switch len(claims[s]) {
+		case 0:
+			best, bestVotes := "", 0
+			for _, id := range ids {
+				v := votes[id][s]
+				if v > bestVotes || v == bestVotes && v > 0 && epochs[id] > epochs[best] {
+					best, bestVotes = id, v
+				}
+			}
+			a.owner[s] = best
+		case 1:
+			a.owner[s] = claims[s][0].id
+		default:
+			a.contested.Add(s)
+			best := claims[s][0]
+			for _, c := range claims[s][1:] {
+				if c.epoch > best.epoch || c.epoch == best.epoch && c.id < best.id {
+					best = c
+				}
+			}
+			a.owner[s] = best.id
+		}
+		if a.owner[s] != "" {
+			a.slotCount[a.owner[s]]++
+		}
+	}
+}
+
+// mapOwners decides which shard each slot owner belongs to: its own endpoint when
+// reachable; else the shard of a reachable replica following it; else the endpoint whose
+// address the tables give for it.
+func (a *assessment) mapOwners() {
+	for id := range a.slotCount {
+		if n := a.byID[id]; n != nil {
+			a.ownerOf[id] = a.shardOf[n.Endpoint.Name]
+			continue
+		}
+		for _, n := range a.reachable() {
+			if n.MasterID() == id {
+				a.ownerOf[id] = a.shardOf[n.Endpoint.Name]
+				break
+			}
+		}
+		if a.ownerOf[id] != nil {
+			continue
+		}
+		a.ownerOf[id] = a.shardByRecordAddr(id)
+	}
+	for _, sh := range append(append([]*shardState{}, a.shards...), a.leaving...) {
+		for id, owner := range a.ownerOf {
+			if owner == sh {
+				sh.owners = append(sh.owners, id)
+			}
+		}
+		sort.Slice(sh.owners, func(i, j int) bool {
+			ci, cj := a.slotCount[sh.owners[i]], a.slotCount[sh.owners[j]]
+			if ci != cj {
+				return ci > cj
+			}
+			ri, rj := a.byID[sh.owners[i]] != nil, a.byID[sh.owners[j]] != nil
+			if ri != rj {
+				return ri
+			}
+			return sh.owners[i] < sh.owners[j]
+		})
+	}
+}
+
+// shardByRecordAddr maps an ID that is not a reachable node to the shard of the endpoint
+// whose address some table records for it (unreachable endpoints first).
+func (a *assessment) shardByRecordAddr(id string) *shardState {
+	var fallback *shardState
+	for _, n := range a.reachable() {
+		r := n.Lookup(id)
+		if r == nil {
+			continue
+		}
+		for _, ep := range a.nodes {
+			if sameAddr(*r, ep.Endpoint.Addr) {
+				if !ep.Reachable() {
+					return a.shardOf[ep.Endpoint.Name]
+				}
+				if fallback == nil {
+					fallback = a.shardOf[ep.Endpoint.Name]
+				}
+			}
+		}
+	}
+	return fallback
+}
+
+func (a *assessment) chooseMasters() {
+	for _, sh := range append(append([]*shardState{}, a.shards...), a.leaving...) {
+		if len(sh.owners) > 0 {
+			sh.masterID = sh.owners[0]
+			sh.master = a.byID[sh.masterID]
+			continue
+		}
+		if sh.leaving {
+			continue
+		}
+		for _, n := range sh.nodes {
+			if n.Reachable() && n.IsMaster() && a.slotCount[n.ID] == 0 && !hasOpenSlots(n) {
+				sh.masterID, sh.master = n.ID, n
+				break
+			}
+		}
+	}
+}
+
+func hasOpenSlots(n *NodeView) bool {
+	s := n.Self()
+	return s != nil && (len(s.Migrating) > 0 || len(s.Importing) > 0)
+}
+
+// sameAddr compares a table record's address with an endpoint address (IP forms normalised).
+func sameAddr(r NodeRecord, addr string) bool {
+	if r.Flags.NoAddr || r.IP == "" {
+		return false
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != strconv.Itoa(r.Port) {
+		return false
+	}
+	a, b := net.ParseIP(host), net.ParseIP(r.IP)
+	return a != nil && b != nil && a.Equal(b)
+}
+
+// knows reports whether node n's table has target's ID at target's endpoint address, past
+// the handshake.
+func knows(n, target *NodeView) bool {
+	r := n.Lookup(target.ID)
+	return r != nil && !r.Flags.Handshake && sameAddr(*r, target.Endpoint.Addr)
+}
+
+// handshaking reports whether n has a handshake in progress with addr.
+func handshaking(n *NodeView, addr string) bool {
+	for _, r := range n.Known {
+		if r.Flags.Handshake && sameAddr(r, addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownedBy lists the slots whose consensus owner is id, ascending.
+func (a *assessment) ownedBy(id string) []int {
+	var out []int
+	for s := range NumSlots {
+		if a.owner[s] == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// aliveSomewhere reports whether a reachable node sees id healthy (connected, no failure
+// flag): then it is a live process even if it is none of our endpoints.
+func (a *assessment) aliveSomewhere(id string) bool {
+	for _, n := range a.reachable() {
+		if r := n.Lookup(id); r != nil && !r.Flags.Myself && r.Connected && !r.Failing() && !r.Flags.Handshake && !r.Flags.NoAddr {
+			return true
+		}
+	}
+	return false
+}
+
+// drained reports whether a leaving shard owns no slots, claims none and has no open slot,
+// so its nodes may be forgotten. ids are the node IDs attributed to the shard.
+func (a *assessment) drained(sh *shardState) (ids []string, ok bool) {
+	ids = a.shardIDs(sh)
+	for _, id := range ids {
+		if a.slotCount[id] > 0 {
+			return ids, false
+		}
+	}
+	for _, n := range sh.nodes {
+		if n.Reachable() && (n.OwnSlots().Len() > 0 || hasOpenSlots(n)) {
+			return ids, false
+		}
+	}
+	for _, n := range a.reachable() {
+		self := n.Self()
+		for _, id := range ids {
+			for _, peer := range self.Migrating {
+				if peer == id {
+					return ids, false
+				}
+			}
+			for _, peer := range self.Importing {
+				if peer == id {
+					return ids, false
+				}
+			}
+		}
+	}
+	return ids, true
+}
+
+// shardIDs are the node IDs attributed to a shard: its reachable nodes' own IDs, and IDs
+// that tables record at the address of one of its unreachable nodes.
+func (a *assessment) shardIDs(sh *shardState) []string {
+	set := map[string]bool{}
+	for _, n := range sh.nodes {
+		if n.Reachable() {
+			set[n.ID] = true
+		}
+	}
+	for _, n := range sh.nodes {
+		if n.Reachable() {
+			continue
+		}
+		for _, other := range a.reachable() {
+			for _, r := range other.Known {
+				if !r.Flags.Handshake && a.byID[r.ID] == nil && sameAddr(r, n.Endpoint.Addr) {
+					set[r.ID] = true
+				}
+			}
+		}
+	}
+	for _, id := range sh.owners {
+		set[id] = true
+	}
+	ids := make([]string, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// forgetTargets lists the reachable nodes outside skip that still know id and may forget it
+// (a replica cannot forget its own master).
+func (a *assessment) forgetTargets(id string, skip *shardState) []string {
+	var on []string
+	for _, n := range a.reachable() {
+		if n.ID == id || (skip != nil && a.shardOf[n.Endpoint.Name] == skip) {
+			continue
+		}
+		if n.Lookup(id) != nil && n.MasterID() != id {
+			on = append(on, n.Endpoint.Name)
+		}
+	}
+	return on
+}
+
+// evenTargets splits NumSlots over the desired shards: counts differ by at most one and the
+// extra slots go to the shards that own most now, so that the fewest slots move.
+func (a *assessment) evenTargets() []int {
+	n := len(a.shards)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	count := func(i int) int { return a.slotCount[a.shards[i].masterID] }
+	sort.SliceStable(order, func(x, y int) bool { return count(order[x]) > count(order[y]) })
+	targets := make([]int, n)
+	base, rem := NumSlots/n, NumSlots%n
+	for k, i := range order {
+		targets[i] = base
+		if k < rem {
+			targets[i]++
+		}
+	}
+	return targets
+}

@@ -1,0 +1,575 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// tracker accumulates Progress across the steps of one Reconcile call and reports it.
+type tracker struct {
+	mu sync.Mutex
+	cb func(Progress)
+	p  Progress
+}
+
+func (t *tracker) update(f func(p *Progress)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(&t.p)
+	if t.cb != nil {
+		t.cb(t.p)
+	}
+}
+
+// execute runs the actionable steps of one plan: runs of consecutive steps of one kind run
+// concurrently (migrations through the pair scheduler); the first failing run stops it.
+func (e *Engine) execute(ctx context.Context, c *conns, view *ClusterView, steps []Step, tr *tracker) error {
+	for len(steps) > 0 {
+		n := 1
+		for n < len(steps) && steps[n].Kind == steps[0].Kind {
+			n++
+		}
+		run := steps[:n]
+		steps = steps[n:]
+		tr.update(func(p *Progress) { p.Step = describeRun(run) })
+		var err error
+		if run[0].Kind == StepMigrate {
+			err = e.runMoves(ctx, c, view, run, tr)
+		} else {
+			err = e.runConcurrently(ctx, c, view, run)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func describeRun(run []Step) string {
+	if len(run) == 1 {
+		return run[0].String()
+	}
+	return fmt.Sprintf("%d×%s (%s, …)", len(run), run[0].Kind, run[0])
+}
+
+func (e *Engine) runConcurrently(ctx context.Context, c *conns, view *ClusterView, run []Step) error {
+	errs := make([]error, len(run))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, s := range run {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := e.runStep(ctx, c, view, s); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", s, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// node resolves an endpoint name of the view to its reachable NodeView.
+func node(view *ClusterView, name string) (*NodeView, error) {
+	n := view.Node(name)
+	if n == nil {
+		return nil, fmt.Errorf("%w: unknown endpoint %s", ErrNotReady, name)
+	}
+	if !n.Reachable() {
+		return nil, fmt.Errorf("%w: %s unreachable: %v", ErrNotReady, name, n.Err)
+	}
+	return n, nil
+}
+
+func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Step) error {
+	n, err := node(view, s.Node)
+	if s.Kind != StepForget && err != nil {
+		return err
+	}
+	log := e.log.WithValues("step", string(s.Kind))
+	switch s.Kind {
+	case StepAddSlots:
+		args := []any{"CLUSTER", "ADDSLOTSRANGE"}
+		for _, r := range s.Slots {
+			args = append(args, r.Start, r.End)
+		}
+		log.Info("Assigning slots", "node", s.Node, "slots", FormatRanges(s.Slots))
+		return e.do(ctx, c, n, args...)
+	case StepSetEpoch:
+		log.V(1).Info("Setting config epoch", "node", s.Node, "epoch", s.Epoch)
+		if err := e.do(ctx, c, n, "CLUSTER", "SET-CONFIG-EPOCH", s.Epoch); err != nil {
+			// Refused once the node knows others: the epoch collision algorithm then makes
+			// epochs distinct by itself, so this is not an error.
+			log.V(1).Info("Config epoch not set", "node", s.Node, "reason", err.Error())
+		}
+		return nil
+	case StepMeet:
+		t, err := node(view, s.Target)
+		if err != nil {
+			return err
+		}
+		host, port, _ := net.SplitHostPort(t.Endpoint.Addr)
+		args := []any{"CLUSTER", "MEET", host, port}
+		if self := t.Self(); self != nil && self.BusPort != 0 {
+			args = append(args, self.BusPort)
+		}
+		log.Info("Meeting node", "node", s.Node, "target", s.Target, "addr", t.Endpoint.Addr)
+		return e.do(ctx, c, n, args...)
+	case StepReplicate:
+		log.Info("Attaching replica", "node", s.Node, "masterID", s.NodeID)
+		return e.do(ctx, c, n, "CLUSTER", "REPLICATE", s.NodeID)
+	case StepForget:
+		return e.forget(ctx, c, view, s)
+	case StepFailover:
+		args := []any{"CLUSTER", "FAILOVER"}
+		if s.Option != "" {
+			args = append(args, s.Option)
+		}
+		log.Info("Promoting replica", "node", s.Node, "option", s.Option, "reason", s.Reason)
+		return e.do(ctx, c, n, args...)
+	case StepStabilize:
+		return e.stabilize(ctx, c, view, n, s)
+	case StepWait:
+		return sleep(ctx, e.opts.PollInterval)
+	default:
+		return fmt.Errorf("%w: step kind %q", ErrInvalidDesired, s.Kind)
+	}
+}
+
+func (e *Engine) do(ctx context.Context, c *conns, n *NodeView, args ...any) error {
+	cctx, cancel := e.cmdCtx(ctx)
+	defer cancel()
+	return classify(c.get(n.Endpoint.Addr).Do(cctx, args...).Err())
+}
+
+// forget sends CLUSTER FORGET to every node of s.On concurrently, so that all of them drop
+// the node within the 60 s ban window (spec: "Removing nodes from a cluster"). As a last
+// safety net each node's own table is read first: a node it records as owning slots is never
+// forgotten, unless the step is the accepted data loss of a lost shard.
+func (e *Engine) forget(ctx context.Context, c *conns, view *ClusterView, s Step) error {
+	errs := make([]error, len(s.On))
+	var wg sync.WaitGroup
+	for i, name := range s.On {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := node(view, name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			cctx, cancel := e.cmdCtx(ctx)
+			defer cancel()
+			cl := c.get(n.Endpoint.Addr)
+			if s.Option != "DATALOSS" {
+				text, err := cl.ClusterNodes(cctx).Result()
+				if err != nil {
+					errs[i] = fmt.Errorf("%s: %w", name, classify(err))
+					return
+				}
+				recs, err := ParseClusterNodes(text)
+				if err != nil {
+					errs[i] = fmt.Errorf("%s: %w", name, err)
+					return
+				}
+				for _, r := range recs {
+					if r.ID == s.NodeID && len(r.Slots) > 0 {
+						errs[i] = fmt.Errorf("%w: %s still records node %s as owner of %s; not forgetting it",
+							ErrConflict, name, s.NodeID, FormatRanges(r.Slots))
+						return
+					}
+				}
+			}
+			e.log.Info("Forgetting node", "node", name, "nodeID", s.NodeID, "reason", s.Reason)
+			err = cl.Do(cctx, "CLUSTER", "FORGET", s.NodeID).Err()
+			if err != nil && strings.Contains(err.Error(), "Unknown node") {
+				err = nil // already forgotten
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", name, classify(err))
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// stabilize moves n's keys in s.Slots to s.Target (when set) and clears the slots' open
+// state with CLUSTER SETSLOT STABLE.
+func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *NodeView, s Step) error {
+	slots := expand(s.Slots)
+	if s.Target != "" {
+		t, err := node(view, s.Target)
+		if err != nil {
+			return err
+		}
+		if _, err := e.drainKeys(ctx, c.get(n.Endpoint.Addr), n, t, slots); err != nil {
+			return err
+		}
+	}
+	e.log.Info("Closing open slots", "node", n.Endpoint.Name, "slots", FormatRanges(s.Slots), "keysTo", s.Target)
+	cctx, cancel := e.cmdCtx(ctx)
+	defer cancel()
+	pipe := c.get(n.Endpoint.Addr).Pipeline()
+	for _, sl := range slots {
+		pipe.Do(cctx, "CLUSTER", "SETSLOT", sl, "STABLE")
+	}
+	_, err := pipe.Exec(cctx)
+	return classify(err)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// runMoves runs migrations concurrently, at most MigrateParallel at a time, never two that
+// share a node: each source→target pair is independent of the others running.
+func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, moves []Step, tr *tracker) error {
+	total := 0
+	for _, m := range moves {
+		total += countRanges(m.Slots)
+	}
+	tr.update(func(p *Progress) { p.SlotsTotal += total })
+	var (
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		busy    = map[string]bool{}
+		running int
+		errs    []error
+		pending = append([]Step(nil), moves...)
+	)
+	mu.Lock()
+	for {
+		if len(errs) > 0 || ctx.Err() != nil {
+			pending = nil
+		}
+		if len(pending) == 0 && running == 0 {
+			break
+		}
+		idx := -1
+		if running < e.opts.MigrateParallel {
+			for i, m := range pending {
+				if !busy[m.Node] && !busy[m.Target] {
+					idx = i
+					break
+				}
+			}
+		}
+		if idx < 0 {
+			cond.Wait()
+			continue
+		}
+		m := pending[idx]
+		pending = append(pending[:idx:idx], pending[idx+1:]...)
+		busy[m.Node], busy[m.Target] = true, true
+		running++
+		go func() {
+			err := e.moveStep(ctx, c, view, m, tr)
+			mu.Lock()
+			defer mu.Unlock()
+			busy[m.Node], busy[m.Target] = false, false
+			running--
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			}
+			cond.Broadcast()
+		}()
+	}
+	mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m Step, tr *tracker) error {
+	src, err := node(view, m.Node)
+	if err != nil {
+		return err
+	}
+	dst, err := node(view, m.Target)
+	if err != nil {
+		return err
+	}
+	var others []*NodeView
+	for _, n := range view.Nodes {
+		if n.Reachable() && n.IsMaster() && n != src && n != dst && n.OwnSlots().Len() > 0 {
+			others = append(others, n)
+		}
+	}
+	e.log.Info("Migrating slots", "from", src.Endpoint.Name, "to", dst.Endpoint.Name, "slots", FormatRanges(m.Slots), "reason", m.Reason)
+	return e.moveSlots(ctx, c, src, dst, others, expand(m.Slots), tr)
+}
+
+// selfRecord reads a node's own CLUSTER NODES entry now.
+func (e *Engine) selfRecord(ctx context.Context, c *conns, n *NodeView) (*NodeRecord, error) {
+	cctx, cancel := e.cmdCtx(ctx)
+	defer cancel()
+	text, err := c.get(n.Endpoint.Addr).ClusterNodes(cctx).Result()
+	if err != nil {
+		return nil, classify(err)
+	}
+	recs, err := ParseClusterNodes(text)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		if recs[i].Flags.Myself {
+			return &recs[i], nil
+		}
+	}
+	return nil, parseErr("%s: no myself entry", n.Endpoint.Name)
+}
+
+// moveSlots migrates slots from src to dst following the spec's "Live resharding" order,
+// MigrateSlotsPerRound slots per pipelined round:
+//
+//  1. CLUSTER SETSLOT <slot> IMPORTING <src-id> on dst (so dst accepts ASK-redirected
+//     commands before src starts redirecting);
+//  2. CLUSTER SETSLOT <slot> MIGRATING <dst-id> on src;
+//  3. CLUSTER GETKEYSINSLOT + MIGRATE host port "" 0 timeout REPLACE [AUTH pw] KEYS ... on
+//     src until the slots are empty;
+//  4. CLUSTER SETSLOT <slot> NODE <dst-id> on dst, then on src, then on the other masters.
+//
+// Each slot's current state is read first, so a half-done slot resumes where it stopped.
+// Cancelling ctx stops between rounds: a round always completes, so no slot is left open.
+func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, tr *tracker) error {
+	srcSelf, err := e.selfRecord(ctx, c, src)
+	if err != nil {
+		return err
+	}
+	dstSelf, err := e.selfRecord(ctx, c, dst)
+	if err != nil {
+		return err
+	}
+	srcOwns, dstOwns := SlotSetOf(srcSelf.Slots...), SlotSetOf(dstSelf.Slots...)
+	srcCl, dstCl := c.get(src.Endpoint.Addr), c.get(dst.Endpoint.Addr)
+	per := e.opts.MigrateSlotsPerRound
+	for start := 0; start < len(slots); start += per {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		round := slots[start:min(start+per, len(slots))]
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*e.opts.MigrateTimeout+e.opts.CommandTimeout)
+		keys, err := e.moveRound(rctx, srcCl, dstCl, src, dst, srcSelf, dstSelf, &srcOwns, &dstOwns, round)
+		cancel()
+		if err != nil {
+			return err
+		}
+		e.announce(ctx, c, others, dst.ID, round)
+		tr.update(func(p *Progress) {
+			p.SlotsMoved += len(round)
+			p.KeysMoved += keys
+		})
+	}
+	return nil
+}
+
+func (e *Engine) moveRound(ctx context.Context, srcCl, dstCl *redis.Client, src, dst *NodeView, srcSelf, dstSelf *NodeRecord,
+	srcOwns, dstOwns *SlotSet, round []int) (int64, error) {
+	for _, s := range round {
+		if !srcOwns.Has(s) && !dstOwns.Has(s) {
+			// Someone else owns it now: SETSLOT NODE on dst would steal it. Re-plan instead.
+			return 0, fmt.Errorf("%w: slot %d is owned by neither %s nor %s any more", ErrConflict, s, src.Endpoint.Name, dst.Endpoint.Name)
+		}
+	}
+	// 1. IMPORTING on the destination.
+	pipe := dstCl.Pipeline()
+	for _, s := range round {
+		if !dstOwns.Has(s) && dstSelf.Importing[s] != src.ID {
+			pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", src.ID)
+		}
+	}
+	if err := execPipe(ctx, pipe, dst.Endpoint.Name); err != nil {
+		return 0, err
+	}
+	// 2. MIGRATING on the source.
+	pipe = srcCl.Pipeline()
+	for _, s := range round {
+		if srcOwns.Has(s) && srcSelf.Migrating[s] != dst.ID {
+			pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", dst.ID)
+		}
+	}
+	if err := execPipe(ctx, pipe, src.Endpoint.Name); err != nil {
+		return 0, err
+	}
+	// 3. Keys.
+	keys, err := e.drainKeys(ctx, srcCl, src, dst, round)
+	if err != nil {
+		return keys, err
+	}
+	// 4. NODE on the destination, then the source.
+	pipe = dstCl.Pipeline()
+	for _, s := range round {
+		pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dst.ID)
+	}
+	if err := execPipe(ctx, pipe, dst.Endpoint.Name); err != nil {
+		return keys, err
+	}
+	for attempt := 0; ; attempt++ {
+		pipe = srcCl.Pipeline()
+		cmds := make([]*redis.Cmd, len(round))
+		for i, s := range round {
+			cmds[i] = pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dst.ID)
+		}
+		_, _ = pipe.Exec(ctx)
+		var again []int
+		var errs []error
+		for i, cmd := range cmds {
+			switch err := cmd.Err(); {
+			case err == nil:
+			case strings.Contains(err.Error(), "still hold keys") && attempt == 0:
+				again = append(again, round[i]) // a key arrived after the scan: move it too
+			default:
+				errs = append(errs, fmt.Errorf("%s: SETSLOT %d NODE: %w", src.Endpoint.Name, round[i], classify(err)))
+			}
+		}
+		if len(errs) > 0 {
+			return keys, errors.Join(errs...)
+		}
+		if len(again) == 0 {
+			break
+		}
+		more, err := e.drainKeys(ctx, srcCl, src, dst, again)
+		keys += more
+		if err != nil {
+			return keys, err
+		}
+	}
+	for _, s := range round {
+		srcOwns.Remove(s)
+		dstOwns.Add(s)
+		delete(srcSelf.Migrating, s)
+		delete(dstSelf.Importing, s)
+	}
+	return keys, nil
+}
+
+// announce tells the other masters the new owner (step 6 of the live resharding order,
+// optional: gossip would spread it too, but this makes their MOVED replies right at once).
+func (e *Engine) announce(ctx context.Context, c *conns, others []*NodeView, dstID string, round []int) {
+	var wg sync.WaitGroup
+	for _, o := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := e.cmdCtx(context.WithoutCancel(ctx))
+			defer cancel()
+			pipe := c.get(o.Endpoint.Addr).Pipeline()
+			for _, s := range round {
+				pipe.Do(cctx, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+			}
+			if _, err := pipe.Exec(cctx); err != nil {
+				e.log.V(1).Info("Other master not told the new owner; gossip will", "node", o.Endpoint.Name, "reason", err.Error())
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// drainKeys moves every key of slots from n to t: pipelined CLUSTER GETKEYSINSLOT for all
+// slots, then one pipelined MIGRATE ... KEYS per batch of MigrateBatch keys, until the
+// slots are empty. It returns the number of keys sent.
+func (e *Engine) drainKeys(ctx context.Context, cl *redis.Client, n, t *NodeView, slots []int) (int64, error) {
+	host, port, err := net.SplitHostPort(t.Endpoint.Addr)
+	if err != nil {
+		return 0, err
+	}
+	batch := e.opts.MigrateBatch
+	timeoutMs := e.opts.MigrateTimeout.Milliseconds()
+	var moved int64
+	pending := slots
+	for len(pending) > 0 {
+		pipe := cl.Pipeline()
+		gets := make([]*redis.StringSliceCmd, len(pending))
+		for i, s := range pending {
+			gets[i] = pipe.ClusterGetKeysInSlot(ctx, s, batch)
+		}
+		if err := execPipe(ctx, pipe, n.Endpoint.Name); err != nil {
+			return moved, err
+		}
+		var next []int
+		pipe = cl.Pipeline()
+		var migrates []*redis.Cmd
+		var sizes []int
+		for i, g := range gets {
+			keys := g.Val()
+			if len(keys) == 0 {
+				continue
+			}
+			if len(keys) == batch {
+				next = append(next, pending[i])
+			}
+			args := []any{"MIGRATE", host, port, "", 0, timeoutMs, "REPLACE"}
+			if e.opts.Password != "" {
+				args = append(args, "AUTH", e.opts.Password)
+			}
+			args = append(args, "KEYS")
+			for _, k := range keys {
+				args = append(args, k)
+			}
+			migrates = append(migrates, pipe.Do(ctx, args...))
+			sizes = append(sizes, len(keys))
+		}
+		if len(migrates) == 0 {
+			break
+		}
+		_, _ = pipe.Exec(ctx)
+		for i, m := range migrates {
+			if err := m.Err(); err != nil && err.Error() != "NOKEY" && !strings.HasPrefix(err.Error(), "NOKEY") {
+				return moved, fmt.Errorf("%s: MIGRATE to %s: %w", n.Endpoint.Name, t.Endpoint.Name, classify(err))
+			}
+			if m.Err() == nil {
+				moved += int64(sizes[i])
+			}
+		}
+		pending = next
+	}
+	return moved, nil
+}
+
+func execPipe(ctx context.Context, pipe redis.Pipeliner, name string) error {
+	if pipe.Len() == 0 {
+		return nil
+	}
+	cmds, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	for _, cmd := range cmds {
+		if cerr := cmd.Err(); cerr != nil {
+			return fmt.Errorf("%s: %s: %w", name, strings.Join(argStrings(cmd.Args()), " "), classify(cerr))
+		}
+	}
+	return fmt.Errorf("%s: %w", name, classify(err))
+}
+
+// argStrings renders command arguments for error messages, without MIGRATE's password and
+// key lists.
+func argStrings(args []any) []string {
+	out := make([]string, 0, min(len(args), 6))
+	for i, a := range args {
+		if i >= 5 {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, fmt.Sprint(a))
+	}
+	return out
+}

@@ -1,0 +1,210 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Failover makes replicaName the master of shard with CLUSTER FAILOVER (command page
+// CLUSTER FAILOVER, "manual failover": the master stops clients until the replica has its
+// whole replication stream, then the replica wins an election; spec: "Replica election and
+// promotion"). FORCE, and then TAKEOVER, are used only when the master is unreachable. It
+// waits until the replica reports itself master and, when the old master is reachable, until
+// that one has rejoined as the new master's replica. Rolling updates call it before
+// restarting a master.
+//
+// Calling it again after success is a no-op. Errors: ErrInvalidDesired (unknown shard or
+// replica), ErrNotReady (replica unreachable), ErrFailover (not a replica of a master,
+// replica not in sync, or the promotion did not happen in time), or ctx.Err().
+func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, replicaName string) error {
+	if err := desired.Validate(); err != nil {
+		return err
+	}
+	var spec *ShardSpec
+	for i := range desired.Shards {
+		if desired.Shards[i].Name == shard {
+			spec = &desired.Shards[i]
+		}
+	}
+	if spec == nil {
+		return fmt.Errorf("%w: no desired shard %q", ErrInvalidDesired, shard)
+	}
+	found := false
+	for _, ep := range spec.Nodes {
+		found = found || ep.Name == replicaName
+	}
+	if !found {
+		return fmt.Errorf("%w: shard %s has no node %q", ErrInvalidDesired, shard, replicaName)
+	}
+	c := e.newConns()
+	defer c.close()
+	eps := desired.endpoints()
+	log := e.log.WithValues("shard", shard, "node", replicaName)
+
+	view, err := e.observe(ctx, c, eps)
+	if err != nil {
+		return err
+	}
+	r := view.Node(replicaName)
+	if !r.Reachable() {
+		return fmt.Errorf("%w: %s unreachable: %v", ErrNotReady, replicaName, r.Err)
+	}
+	oldMasterID := r.MasterID()
+	if oldMasterID == "" {
+		if r.OwnSlots().Len() > 0 {
+			return nil // already the master
+		}
+		return fmt.Errorf("%w: %s is not a replica", ErrFailover, replicaName)
+	}
+	m := view.NodeByID(oldMasterID)
+	masterUp := m != nil && m.IsMaster()
+	if masterUp {
+		if rec := r.Lookup(oldMasterID); rec != nil && rec.Failing() {
+			masterUp = false
+		}
+	}
+	timeout := max(3*view.nodeTimeout(), 10*time.Second)
+	var modes []string
+	if masterUp {
+		if !r.Replication.MasterLinkUp {
+			return fmt.Errorf("%w: %s is not in sync with its master (master_link_status down)", ErrFailover, replicaName)
+		}
+		modes = []string{"", "", ""} // a manual failover can time out under load: try again
+	} else {
+		modes = []string{"FORCE", "TAKEOVER"}
+	}
+	promoted := false
+	for _, mode := range modes {
+		log.Info("Starting failover", "mode", strings.TrimSpace("CLUSTER FAILOVER "+mode), "masterID", oldMasterID)
+		args := []any{"CLUSTER", "FAILOVER"}
+		if mode != "" {
+			args = append(args, mode)
+		}
+		if err := e.do(ctx, c, r, args...); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrFailover, replicaName, err)
+		}
+		ok, err := e.pollNode(ctx, c, r, timeout, func(self *NodeRecord) bool { return self.Flags.Master })
+		if err != nil {
+			return err
+		}
+		if ok {
+			promoted = true
+			break
+		}
+	}
+	if !promoted {
+		return fmt.Errorf("%w: %s not promoted after %d attempts", ErrFailover, replicaName, len(modes))
+	}
+	log.Info("Replica promoted", "newMasterID", r.ID)
+	if !masterUp {
+		return nil
+	}
+	ok, err := e.pollNode(ctx, c, m, timeout, func(self *NodeRecord) bool {
+		return self.Flags.Replica && self.MasterID == r.ID
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: old master %s did not rejoin as a replica of %s", ErrFailover, m.Endpoint.Name, replicaName)
+	}
+	return nil
+}
+
+// nodeTimeout is the largest cluster-node-timeout reported, 15 s when none was.
+func (v *ClusterView) nodeTimeout() time.Duration {
+	var d time.Duration
+	for _, n := range v.Nodes {
+		if n.Reachable() {
+			d = max(d, n.NodeTimeout)
+		}
+	}
+	if d == 0 {
+		return 15 * time.Second
+	}
+	return d
+}
+
+// pollNode reads n's own CLUSTER NODES entry until cond holds (true) or timeout passes
+// (false).
+func (e *Engine) pollNode(ctx context.Context, c *conns, n *NodeView, timeout time.Duration, cond func(*NodeRecord) bool) (bool, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if self, err := e.selfRecord(ctx, c, n); err == nil && cond(self) {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return false, err
+		}
+	}
+}
+
+// ApplyConfig runs CONFIG SET with every key/value of cfg (one atomic CONFIG SET per node,
+// Redis 7 takes several pairs) and then CONFIG REWRITE on every endpoint, concurrently, so a
+// live change also survives restarts. Values are never logged, and values of secret-looking keys are
+// masked in errors. Errors name the failing endpoints.
+func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string]string) error {
+	if len(cfg) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		if k == "" {
+			return fmt.Errorf("%w: empty config key", ErrInvalidDesired)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := []any{"CONFIG", "SET"}
+	for _, k := range keys {
+		args = append(args, k, cfg[k])
+	}
+	for _, ep := range eps {
+		if err := validateAddr(ep.Addr); err != nil {
+			return fmt.Errorf("%w: endpoint %s: %w", ErrInvalidDesired, ep.Name, err)
+		}
+	}
+	c := e.newConns()
+	defer c.close()
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := &NodeView{Endpoint: ep}
+			e.log.Info("Applying config", "node", ep.Name, "keys", strings.Join(keys, ","))
+			err := e.do(ctx, c, n, args...)
+			if err == nil {
+				err = e.do(ctx, c, n, "CONFIG", "REWRITE")
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %s", ep.Name, redact(err.Error(), cfg))
+				if errors.Is(err, ErrAuth) {
+					errs[i] = fmt.Errorf("%w: %w", ErrAuth, errs[i])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// redact hides the values of secret-looking keys (…pass…, …auth…, …user…) in msg.
+func redact(msg string, cfg map[string]string) string {
+	for k, v := range cfg {
+		lk := strings.ToLower(k)
+		if v != "" && (strings.Contains(lk, "pass") || strings.Contains(lk, "auth") || strings.Contains(lk, "user")) {
+			msg = strings.ReplaceAll(msg, v, "***")
+		}
+	}
+	return msg
+}

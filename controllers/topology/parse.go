@@ -1,0 +1,546 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// NodeFlags are the flags of one CLUSTER NODES entry (spec: "Cluster node attributes";
+// command page CLUSTER NODES).
+type NodeFlags struct {
+	Myself     bool
+	Master     bool
+	Replica    bool // "slave"
+	PFail      bool // "fail?": this node cannot reach it (possible failure)
+	Fail       bool // "fail": a majority of masters agreed it failed
+	Handshake  bool // first contact not completed
+	NoAddr     bool // address unknown
+	NoFailover bool
+}
+
+// String joins the flags as Redis prints them.
+func (f NodeFlags) String() string {
+	var parts []string
+	add := func(b bool, s string) {
+		if b {
+			parts = append(parts, s)
+		}
+	}
+	add(f.Myself, "myself")
+	add(f.Master, "master")
+	add(f.Replica, "slave")
+	add(f.PFail, "fail?")
+	add(f.Fail, "fail")
+	add(f.Handshake, "handshake")
+	add(f.NoAddr, "noaddr")
+	add(f.NoFailover, "nofailover")
+	if len(parts) == 0 {
+		return "noflags"
+	}
+	return strings.Join(parts, ",")
+}
+
+// NodeRecord is one line of CLUSTER NODES: what the answering node believes about a node.
+type NodeRecord struct {
+	ID       string // 40 hex characters
+	IP       string // empty when the node does not know it (a fresh node's own entry)
+	Port     int
+	BusPort  int
+	Hostname string // Redis 7 "ip:port@cport,hostname" form; usually empty
+	Flags    NodeFlags
+	MasterID string // for a replica, the ID of its master; empty otherwise
+	// PingSent and PongRecv are Unix times in milliseconds (0: none pending / never).
+	PingSent, PongRecv int64
+	ConfigEpoch        uint64
+	Connected          bool // link-state "connected"
+	Slots              []SlotRange
+	// Importing maps a slot to the ID of the node it is being imported from ("[slot-<-id]");
+	// Migrating maps a slot to the ID of the node it is being migrated to ("[slot->-id]").
+	// Only the answering node's own entry carries them.
+	Importing map[int]string
+	Migrating map[int]string
+}
+
+// Addr is "ip:port", or "" when the IP is unknown.
+func (r NodeRecord) Addr() string {
+	if r.IP == "" {
+		return ""
+	}
+	return net.JoinHostPort(r.IP, strconv.Itoa(r.Port))
+}
+
+// SlotCount is the number of slots in Slots.
+func (r NodeRecord) SlotCount() int { return countRanges(r.Slots) }
+
+// Failing reports fail or fail?.
+func (r NodeRecord) Failing() bool { return r.Flags.Fail || r.Flags.PFail }
+
+// ErrParse marks replies that do not have the documented shape.
+var ErrParse = errors.New("unexpected reply")
+
+func parseErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrParse, fmt.Sprintf(format, a...))
+}
+
+// ParseClusterNodes parses the reply of CLUSTER NODES (Redis 7.0 format:
+// "<id> <ip:port@cport[,hostname]> <flags> <master> <ping-sent> <pong-recv> <config-epoch>
+// <link-state> <slot> ..."). Records come back in reply order. Bad or truncated output is an
+// error naming the line, never a panic; at most one line may carry the myself flag.
+func ParseClusterNodes(text string) ([]NodeRecord, error) {
+	var out []NodeRecord
+	seen := map[string]bool{}
+	myself := 0
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		r, err := parseNodeLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("CLUSTER NODES line %d: %w", i+1, err)
+		}
+		if seen[r.ID] {
+			return nil, fmt.Errorf("CLUSTER NODES line %d: %w", i+1, parseErr("duplicate node ID %s", r.ID))
+		}
+		seen[r.ID] = true
+		if r.Flags.Myself {
+			myself++
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, parseErr("empty CLUSTER NODES reply")
+	}
+	if myself > 1 {
+		return nil, parseErr("CLUSTER NODES has %d myself entries", myself)
+	}
+	return out, nil
+}
+
+func validID(id string) bool {
+	if len(id) != 40 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseNodeLine(line string) (NodeRecord, error) {
+	f := strings.Fields(line)
+	if len(f) < 8 {
+		return NodeRecord{}, parseErr("%d fields, want at least 8", len(f))
+	}
+	r := NodeRecord{ID: f[0]}
+	if !validID(r.ID) {
+		return r, parseErr("invalid node ID %q", r.ID)
+	}
+	if err := parseNodeAddr(f[1], &r); err != nil {
+		return r, err
+	}
+	if err := parseFlags(f[2], &r.Flags); err != nil {
+		return r, err
+	}
+	if f[3] != "-" {
+		if !validID(f[3]) {
+			return r, parseErr("invalid master ID %q", f[3])
+		}
+		r.MasterID = f[3]
+	}
+	var err error
+	if r.PingSent, err = strconv.ParseInt(f[4], 10, 64); err != nil {
+		return r, parseErr("ping-sent %q", f[4])
+	}
+	if r.PongRecv, err = strconv.ParseInt(f[5], 10, 64); err != nil {
+		return r, parseErr("pong-recv %q", f[5])
+	}
+	if r.ConfigEpoch, err = strconv.ParseUint(f[6], 10, 64); err != nil {
+		return r, parseErr("config-epoch %q", f[6])
+	}
+	switch f[7] {
+	case "connected":
+		r.Connected = true
+	case "disconnected":
+	default:
+		return r, parseErr("link-state %q", f[7])
+	}
+	var slots []int
+	for _, tok := range f[8:] {
+		if strings.HasPrefix(tok, "[") {
+			if err := parseOpenSlot(tok, &r); err != nil {
+				return r, err
+			}
+			continue
+		}
+		sr, err := ParseSlotRange(tok)
+		if err != nil {
+			return r, parseErr("%v", err)
+		}
+		for s := sr.Start; s <= sr.End; s++ {
+			slots = append(slots, s)
+		}
+	}
+	sort.Ints(slots)
+	for i := 1; i < len(slots); i++ {
+		if slots[i] == slots[i-1] {
+			return r, parseErr("slot %d listed twice", slots[i])
+		}
+	}
+	r.Slots = RangesOf(slots)
+	return r, nil
+}
+
+// parseNodeAddr parses "ip:port@cport" or "ip:port@cport,hostname"; the IP may be empty
+// (":6379@16379") or IPv6 (the port follows the last colon).
+func parseNodeAddr(s string, r *NodeRecord) error {
+	addr, host, _ := strings.Cut(s, ",")
+	r.Hostname = host
+	hostPort, cport, ok := strings.Cut(addr, "@")
+	if !ok {
+		return parseErr("address %q lacks @cport", s)
+	}
+	colon := strings.LastIndexByte(hostPort, ':')
+	if colon < 0 {
+		return parseErr("address %q lacks a port", s)
+	}
+	r.IP = strings.Trim(hostPort[:colon], "[]")
+	var err error
+	if r.Port, err = strconv.Atoi(hostPort[colon+1:]); err != nil || r.Port < 0 || r.Port > 65535 {
+		return parseErr("port in %q", s)
+	}
+	if r.BusPort, err = strconv.Atoi(cport); err != nil || r.BusPort < 0 || r.BusPort > 65535 {
+		return parseErr("bus port in %q", s)
+	}
+	if r.IP != "" && net.ParseIP(r.IP) == nil {
+		return parseErr("IP in %q", s)
+	}
+	return nil
+}
+
+func parseFlags(s string, f *NodeFlags) error {
+	for _, fl := range strings.Split(s, ",") {
+		switch fl {
+		case "myself":
+			f.Myself = true
+		case "master":
+			f.Master = true
+		case "slave":
+			f.Replica = true
+		case "fail?":
+			f.PFail = true
+		case "fail":
+			f.Fail = true
+		case "handshake":
+			f.Handshake = true
+		case "noaddr":
+			f.NoAddr = true
+		case "nofailover":
+			f.NoFailover = true
+		case "noflags":
+		default:
+			return parseErr("unknown flag %q", fl)
+		}
+	}
+	return nil
+}
+
+// parseOpenSlot parses "[slot->-id]" (migrating) and "[slot-<-id]" (importing).
+func parseOpenSlot(tok string, r *NodeRecord) error {
+	body, ok := strings.CutSuffix(strings.TrimPrefix(tok, "["), "]")
+	if !ok {
+		return parseErr("open slot %q", tok)
+	}
+	if slot, id, ok := strings.Cut(body, "->-"); ok {
+		n, err := parseSlot(slot)
+		if err != nil || !validID(id) {
+			return parseErr("migrating slot %q", tok)
+		}
+		if r.Migrating == nil {
+			r.Migrating = map[int]string{}
+		}
+		r.Migrating[n] = id
+		return nil
+	}
+	if slot, id, ok := strings.Cut(body, "-<-"); ok {
+		n, err := parseSlot(slot)
+		if err != nil || !validID(id) {
+			return parseErr("importing slot %q", tok)
+		}
+		if r.Importing == nil {
+			r.Importing = map[int]string{}
+		}
+		r.Importing[n] = id
+		return nil
+	}
+	return parseErr("open slot %q", tok)
+}
+
+// ClusterInfo is the reply of CLUSTER INFO (command page CLUSTER INFO).
+type ClusterInfo struct {
+	State         string // "ok" or "fail"
+	SlotsAssigned int
+	SlotsOK       int
+	SlotsPFail    int
+	SlotsFail     int
+	KnownNodes    int
+	Size          int // masters serving at least one slot
+	CurrentEpoch  uint64
+	MyEpoch       uint64
+	// Fields holds every "key:value" line, including the ones above.
+	Fields map[string]string
+}
+
+// OK reports cluster_state:ok.
+func (c ClusterInfo) OK() bool { return c.State == "ok" }
+
+// ParseClusterInfo parses the "key:value" lines of CLUSTER INFO. cluster_state is required;
+// the numeric fields above must be integers when present.
+func ParseClusterInfo(text string) (ClusterInfo, error) {
+	info := ClusterInfo{Fields: parseKV(text)}
+	var ok bool
+	if info.State, ok = info.Fields["cluster_state"]; !ok {
+		return info, parseErr("CLUSTER INFO lacks cluster_state")
+	}
+	if info.State != "ok" && info.State != "fail" {
+		return info, parseErr("cluster_state %q", info.State)
+	}
+	ints := map[string]*int{
+		"cluster_slots_assigned": &info.SlotsAssigned,
+		"cluster_slots_ok":       &info.SlotsOK,
+		"cluster_slots_pfail":    &info.SlotsPFail,
+		"cluster_slots_fail":     &info.SlotsFail,
+		"cluster_known_nodes":    &info.KnownNodes,
+		"cluster_size":           &info.Size,
+	}
+	for k, p := range ints {
+		if v, ok := info.Fields[k]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return info, parseErr("CLUSTER INFO %s=%q", k, v)
+			}
+			*p = n
+		}
+	}
+	uints := map[string]*uint64{"cluster_current_epoch": &info.CurrentEpoch, "cluster_my_epoch": &info.MyEpoch}
+	for k, p := range uints {
+		if v, ok := info.Fields[k]; ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return info, parseErr("CLUSTER INFO %s=%q", k, v)
+			}
+			*p = n
+		}
+	}
+	return info, nil
+}
+
+// parseKV reads "key:value" lines, skipping blank lines and "# Section" headers.
+func parseKV(text string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// ReplicationInfo holds the fields of INFO replication the engine uses.
+type ReplicationInfo struct {
+	Role             string // "master" or "slave"
+	MasterLinkUp     bool   // master_link_status:up (replicas)
+	SyncInProgress   bool   // master_sync_in_progress:1 (replicas)
+	ConnectedReplica int    // connected_slaves (masters)
+	// Offset is master_repl_offset on a master and slave_repl_offset on a replica.
+	Offset int64
+}
+
+// ParseReplicationInfo parses INFO replication.
+func ParseReplicationInfo(text string) (ReplicationInfo, error) {
+	kv := parseKV(text)
+	ri := ReplicationInfo{Role: kv["role"]}
+	if ri.Role != "master" && ri.Role != "slave" {
+		return ri, parseErr("INFO replication role %q", ri.Role)
+	}
+	ri.MasterLinkUp = kv["master_link_status"] == "up"
+	ri.SyncInProgress = kv["master_sync_in_progress"] == "1"
+	if v, ok := kv["connected_slaves"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return ri, parseErr("connected_slaves %q", v)
+		}
+		ri.ConnectedReplica = n
+	}
+	off := "master_repl_offset"
+	if ri.Role == "slave" {
+		off = "slave_repl_offset"
+	}
+	if v, ok := kv[off]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return ri, parseErr("%s %q", off, v)
+		}
+		ri.Offset = n
+	}
+	return ri, nil
+}
+
+// ShardRecord is one entry of CLUSTER SHARDS (Redis 7.0): a master's slot ranges and the
+// nodes of that shard.
+type ShardRecord struct {
+	Slots []SlotRange
+	Nodes []ShardNode
+}
+
+// ShardNode is one node of a CLUSTER SHARDS entry.
+type ShardNode struct {
+	ID                string
+	IP                string
+	Endpoint          string
+	Hostname          string
+	Port              int
+	TLSPort           int
+	Role              string // "master" or "replica"
+	ReplicationOffset int64
+	Health            string // "online", "failed" or "loading"
+}
+
+// ParseClusterShards parses the generic reply of CLUSTER SHARDS as go-redis returns it for
+// RESP2 (alternating key/value arrays) or RESP3 (maps).
+func ParseClusterShards(reply any) ([]ShardRecord, error) {
+	shards, ok := reply.([]any)
+	if !ok {
+		return nil, parseErr("CLUSTER SHARDS: %T, want an array", reply)
+	}
+	out := make([]ShardRecord, 0, len(shards))
+	for i, s := range shards {
+		fields, err := asMap(s)
+		if err != nil {
+			return nil, fmt.Errorf("CLUSTER SHARDS entry %d: %w", i+1, err)
+		}
+		var rec ShardRecord
+		slots, ok := fields["slots"].([]any)
+		if !ok || len(slots)%2 != 0 {
+			return nil, parseErr("CLUSTER SHARDS entry %d: slots %v", i+1, fields["slots"])
+		}
+		for j := 0; j < len(slots); j += 2 {
+			a, errA := asInt(slots[j])
+			b, errB := asInt(slots[j+1])
+			if errA != nil || errB != nil || a < 0 || b < a || b >= NumSlots {
+				return nil, parseErr("CLUSTER SHARDS entry %d: slot range %v-%v", i+1, slots[j], slots[j+1])
+			}
+			rec.Slots = append(rec.Slots, SlotRange{Start: int(a), End: int(b)})
+		}
+		nodes, ok := fields["nodes"].([]any)
+		if !ok {
+			return nil, parseErr("CLUSTER SHARDS entry %d: nodes %T", i+1, fields["nodes"])
+		}
+		for j, n := range nodes {
+			nf, err := asMap(n)
+			if err != nil {
+				return nil, fmt.Errorf("CLUSTER SHARDS entry %d node %d: %w", i+1, j+1, err)
+			}
+			sn, err := shardNode(nf)
+			if err != nil {
+				return nil, fmt.Errorf("CLUSTER SHARDS entry %d node %d: %w", i+1, j+1, err)
+			}
+			rec.Nodes = append(rec.Nodes, sn)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func shardNode(f map[string]any) (ShardNode, error) {
+	var n ShardNode
+	n.ID, _ = f["id"].(string)
+	if !validID(n.ID) {
+		return n, parseErr("node id %v", f["id"])
+	}
+	n.IP, _ = f["ip"].(string)
+	n.Endpoint, _ = f["endpoint"].(string)
+	n.Hostname, _ = f["hostname"].(string)
+	n.Role, _ = f["role"].(string)
+	if n.Role != "master" && n.Role != "replica" {
+		return n, parseErr("node role %v", f["role"])
+	}
+	n.Health, _ = f["health"].(string)
+	if n.Health == "" {
+		return n, parseErr("node health missing")
+	}
+	for k, p := range map[string]*int{"port": &n.Port, "tls-port": &n.TLSPort} {
+		if v, ok := f[k]; ok {
+			x, err := asInt(v)
+			if err != nil {
+				return n, parseErr("node %s %v", k, v)
+			}
+			*p = int(x)
+		}
+	}
+	if n.Port == 0 && n.TLSPort == 0 {
+		return n, parseErr("node has neither port nor tls-port")
+	}
+	if v, ok := f["replication-offset"]; ok {
+		x, err := asInt(v)
+		if err != nil {
+			return n, parseErr("replication-offset %v", v)
+		}
+		n.ReplicationOffset = x
+	}
+	return n, nil
+}
+
+// asMap turns a RESP2 flat key/value array or a RESP3 map into a map with string keys.
+func asMap(v any) (map[string]any, error) {
+	out := map[string]any{}
+	switch t := v.(type) {
+	case []any:
+		if len(t)%2 != 0 {
+			return nil, parseErr("odd key/value array of %d elements", len(t))
+		}
+		for i := 0; i < len(t); i += 2 {
+			k, ok := t[i].(string)
+			if !ok {
+				return nil, parseErr("key %v is %T", t[i], t[i])
+			}
+			out[k] = t[i+1]
+		}
+	case map[any]any:
+		for k, val := range t {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, parseErr("key %v is %T", k, k)
+			}
+			out[ks] = val
+		}
+	case map[string]any:
+		return t, nil
+	default:
+		return nil, parseErr("%T, want a key/value array or map", v)
+	}
+	return out, nil
+}
+
+func asInt(v any) (int64, error) {
+	switch t := v.(type) {
+	case int64:
+		return t, nil
+	case int:
+		return int64(t), nil
+	case string:
+		return strconv.ParseInt(t, 10, 64)
+	default:
+		return 0, parseErr("%T is not an integer", v)
+	}
+}

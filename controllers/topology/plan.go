@@ -1,0 +1,897 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// StepKind names what a Step does.
+type StepKind string
+
+// Step kinds. Each step is idempotent: running it again after it succeeded, or after a crash
+// half-way, is safe.
+const (
+	// StepAddSlots: CLUSTER ADDSLOTSRANGE Slots on Node (slots nobody owns; spec: "Hash slots
+	// configuration propagation").
+	StepAddSlots StepKind = "AddSlots"
+	// StepSetEpoch: CLUSTER SET-CONFIG-EPOCH Epoch on a fresh master, before it meets others,
+	// so masters start with distinct epochs (spec: "configEpoch conflicts resolution").
+	StepSetEpoch StepKind = "SetConfigEpoch"
+	// StepMeet: CLUSTER MEET from Node to Target's address (spec: "Node handshake").
+	StepMeet StepKind = "Meet"
+	// StepReplicate: CLUSTER REPLICATE NodeID on Node.
+	StepReplicate StepKind = "Replicate"
+	// StepMigrate: move Slots from master Node to master Target with SETSLOT IMPORTING,
+	// SETSLOT MIGRATING, GETKEYSINSLOT + MIGRATE ... KEYS, SETSLOT NODE (spec: "Live
+	// resharding"); resumes a half-done move.
+	StepMigrate StepKind = "Migrate"
+	// StepStabilize: move Node's keys in Slots to Target (the owner) if any, then CLUSTER
+	// SETSLOT STABLE on Node: rolls back an open slot that cannot be finished.
+	StepStabilize StepKind = "Stabilize"
+	// StepForget: CLUSTER FORGET NodeID on every node in On, at once, inside the 60 s ban
+	// (spec: "Removing nodes from a cluster").
+	StepForget StepKind = "Forget"
+	// StepFailover: CLUSTER FAILOVER Option on replica Node (spec: "Replica election and
+	// promotion"; TAKEOVER only when its master is unreachable and Redis did not promote).
+	StepFailover StepKind = "Failover"
+	// StepWait: nothing to send; Redis is converging by itself (gossip, failover, sync).
+	StepWait StepKind = "Wait"
+)
+
+// Step is one typed action of a plan. Node and Target are endpoint names.
+type Step struct {
+	Kind   StepKind
+	Node   string
+	Target string
+	NodeID string
+	On     []string
+	Slots  []SlotRange
+	Epoch  uint64
+	Option string
+	Reason string
+}
+
+// String is a compact human description, e.g. "Migrate 0-1364 a-0 -> d-0".
+func (s Step) String() string {
+	var b strings.Builder
+	b.WriteString(string(s.Kind))
+	if len(s.Slots) > 0 {
+		fmt.Fprintf(&b, " %s", FormatRanges(s.Slots))
+	}
+	if s.Node != "" {
+		fmt.Fprintf(&b, " %s", s.Node)
+	}
+	if s.Target != "" {
+		fmt.Fprintf(&b, " -> %s", s.Target)
+	}
+	if s.NodeID != "" {
+		fmt.Fprintf(&b, " %s", s.NodeID)
+	}
+	if len(s.On) > 0 {
+		fmt.Fprintf(&b, " on %s", strings.Join(s.On, ","))
+	}
+	if s.Epoch != 0 {
+		fmt.Fprintf(&b, " epoch %d", s.Epoch)
+	}
+	if s.Option != "" {
+		fmt.Fprintf(&b, " %s", s.Option)
+	}
+	if s.Kind == StepWait && s.Reason != "" {
+		fmt.Fprintf(&b, ": %s", s.Reason)
+	}
+	return b.String()
+}
+
+// Plan is a pure, deterministic function from one observation and the desired shape to the
+// steps that should run now. It works in phases and returns the first phase with work:
+//
+//  1. slots nobody owns are assigned (bootstrap, or after a lost shard was accepted), with
+//     distinct config epochs on a fresh cluster;
+//  2. CLUSTER MEET for nodes missing from the cluster or known at a stale address (after a
+//     restart on a new IP; spec: "Node handshake");
+//  3. open slots are repaired: finished when both ends are alive, else rolled back, as
+//     redis-cli --cluster fix does;
+//  4. node IDs that failed and own no slots are forgotten on every node;
+//  5. a lost shard is reported (ErrShardLost) or, with AllowDataLoss, its dead owner forgotten
+//     so its slots can be re-assigned;
+//  6. replicas are attached to their shard's master (CLUSTER REPLICATE), before that master
+//     receives slots (spec: "Replica migration" would otherwise move replicas around);
+//  7. slots move to reach an even split with the fewest moves (spec: "Live resharding");
+//  8. drained Leaving shards are forgotten everywhere (spec: "Removing nodes from a
+//     cluster").
+//
+// A Wait step means Redis is converging by itself. The error reports what blocks convergence
+// beyond the returned steps (ErrNotReady, ErrShardLost, ErrConflict, ErrInvalidDesired);
+// steps may accompany it. No steps and no error: converged.
+func Plan(view *ClusterView, desired Desired) ([]Step, error) {
+	if err := desired.Validate(); err != nil {
+		return nil, err
+	}
+	if view == nil {
+		return nil, fmt.Errorf("%w: no observation", ErrNotReady)
+	}
+	_, steps, err := plan(view, desired)
+	return steps, err
+}
+
+type planner struct {
+	*assessment
+	blockers []error
+	waits    []string
+	lost     *LostShard
+}
+
+func (p *planner) block(sentinel error, format string, args ...any) {
+	p.blockers = append(p.blockers, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
+}
+
+func (p *planner) wait(format string, args ...any) {
+	p.waits = append(p.waits, fmt.Sprintf(format, args...))
+}
+
+func (p *planner) err() error { return errors.Join(p.blockers...) }
+
+func (p *planner) plan() ([]Step, error) {
+	if len(p.reachable()) == 0 {
+		p.block(ErrNotReady, "no node is reachable")
+		return nil, p.err()
+	}
+	phases := []func() []Step{
+		p.fillSlots,
+		p.meetSteps,
+		p.repairSteps,
+		p.forgetDeadSteps,
+		p.orphanSteps,
+		p.placementSteps,
+	}
+	for _, phase := range phases {
+		if steps := phase(); len(steps) > 0 {
+			return steps, p.err()
+		}
+	}
+	if len(p.waits) > 0 {
+		return []Step{{Kind: StepWait, Reason: p.waits[0]}}, p.err()
+	}
+	if len(p.blockers) > 0 {
+		return nil, p.err()
+	}
+	if !p.readyToMove() {
+		return []Step{{Kind: StepWait, Reason: p.waits[0]}}, p.err()
+	}
+	if steps := p.balanceSteps(); len(steps) > 0 {
+		return steps, nil
+	}
+	if steps := p.forgetLeavingSteps(); len(steps) > 0 {
+		return steps, nil
+	}
+	p.checkConverged()
+	if len(p.waits) > 0 {
+		return []Step{{Kind: StepWait, Reason: p.waits[0]}}, p.err()
+	}
+	return nil, p.err()
+}
+
+// fillSlots assigns unowned slots to the desired masters (bootstrap, or slots freed after a
+// lost shard was accepted). On a fresh cluster it also gives each master a distinct config
+// epoch before the first MEET, as redis-cli --cluster create does.
+func (p *planner) fillSlots() []Step {
+	var unassigned []int
+	for s := range NumSlots {
+		if p.owner[s] == "" {
+			unassigned = append(unassigned, s)
+		}
+	}
+	if len(unassigned) == 0 {
+		return nil
+	}
+	if !p.allReachable {
+		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before assigning them", len(unassigned))
+		return nil
+	}
+	for _, sh := range p.shards {
+		if sh.master == nil {
+			p.block(ErrNotReady, "shard %s has no node that can be its master", sh.spec.Name)
+			return nil
+		}
+	}
+	targets := p.evenTargets()
+	give := make([][]int, len(p.shards))
+	count := make([]int, len(p.shards))
+	for i, sh := range p.shards {
+		count[i] = p.slotCount[sh.masterID]
+	}
+	next := 0
+	for i := range p.shards {
+		for count[i] < targets[i] && next < len(unassigned) {
+			give[i] = append(give[i], unassigned[next])
+			count[i]++
+			next++
+		}
+	}
+	for ; next < len(unassigned); next++ { // more free slots than deficits: least loaded first
+		best := 0
+		for i := range count {
+			if count[i] < count[best] {
+				best = i
+			}
+		}
+		give[best] = append(give[best], unassigned[next])
+		count[best]++
+	}
+	fresh := true
+	for _, n := range p.reachable() {
+		if len(n.Known) != 1 || n.Self().ConfigEpoch != 0 {
+			fresh = false
+		}
+	}
+	var steps []Step
+	for i, sh := range p.shards {
+		if len(give[i]) == 0 {
+			continue
+		}
+		steps = append(steps, Step{Kind: StepAddSlots, Node: sh.master.Endpoint.Name, Slots: RangesOf(give[i]),
+			Reason: fmt.Sprintf("assign %d unowned slots to shard %s", len(give[i]), sh.spec.Name)})
+		if fresh {
+			steps = append(steps, Step{Kind: StepSetEpoch, Node: sh.master.Endpoint.Name, Epoch: uint64(i + 1),
+				Reason: "distinct config epoch before the first meet"})
+		}
+	}
+	return steps
+}
+
+// members are the reachable endpoints that belong in the cluster: every desired node and
+// the nodes of Leaving shards that still own slots.
+func (p *planner) members() []*NodeView {
+	var out []*NodeView
+	for _, sh := range p.shards {
+		for _, n := range sh.nodes {
+			if n.Reachable() {
+				out = append(out, n)
+			}
+		}
+	}
+	for _, sh := range p.leaving {
+		if _, ok := p.drained(sh); ok {
+			continue
+		}
+		for _, n := range sh.nodes {
+			if n.Reachable() {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// meetSteps introduces nodes the cluster does not know, or knows at a stale address. An
+// anchor (the first member owning slots) meets the others; members that know a peer at an
+// old address meet it directly, because gossip only corrects addresses of failing nodes.
+func (p *planner) meetSteps() []Step {
+	members := p.members()
+	if len(members) < 2 {
+		return nil
+	}
+	anchor := members[0]
+	for _, n := range members {
+		if n.OwnSlots().Len() > 0 {
+			anchor = n
+			break
+		}
+	}
+	var steps []Step
+	for _, m := range members {
+		if m == anchor || knows(anchor, m) || handshaking(anchor, m.Endpoint.Addr) {
+			continue
+		}
+		if anchor.Lookup(m.ID) == nil {
+			if err := p.mergeConflict(anchor, m); err != nil {
+				p.blockers = append(p.blockers, err)
+				continue
+			}
+		}
+		steps = append(steps, Step{Kind: StepMeet, Node: anchor.Endpoint.Name, Target: m.Endpoint.Name,
+			Reason: fmt.Sprintf("%s does not know %s at %s", anchor.Endpoint.Name, m.Endpoint.Name, m.Endpoint.Addr)})
+	}
+	for _, a := range members {
+		if a == anchor {
+			continue
+		}
+		for _, b := range members {
+			if b == a || !knows(anchor, b) || handshaking(a, b.Endpoint.Addr) {
+				continue
+			}
+			if r := a.Lookup(b.ID); r != nil && !r.Flags.Handshake && !sameAddr(*r, b.Endpoint.Addr) {
+				steps = append(steps, Step{Kind: StepMeet, Node: a.Endpoint.Name, Target: b.Endpoint.Name,
+					Reason: fmt.Sprintf("%s knows %s at a stale address", a.Endpoint.Name, b.Endpoint.Name)})
+			}
+		}
+	}
+	return steps
+}
+
+// mergeConflict refuses to meet a node whose own slot claims would win over the slots the
+// cluster assigns to others (a newer config epoch: it would take their slots and data).
+// Claims with an older epoch are safe: the node loses them and becomes a replica, as an old
+// master does when it comes back (spec: "How nodes rejoin the cluster").
+func (p *planner) mergeConflict(anchor, m *NodeView) error {
+	self := m.Self()
+	if self == nil || len(self.Slots) == 0 {
+		return nil
+	}
+	own := m.OwnSlots()
+	for _, r := range anchor.Known {
+		if r.ID == m.ID || len(r.Slots) == 0 {
+			continue
+		}
+		overlap := 0
+		for _, sr := range r.Slots {
+			for s := sr.Start; s <= sr.End; s++ {
+				if own.Has(s) {
+					overlap++
+				}
+			}
+		}
+		if overlap > 0 && self.ConfigEpoch >= r.ConfigEpoch {
+			return fmt.Errorf("%w: %s (node %s, epoch %d) claims %d slots that the cluster assigns to node %s (epoch %d); refusing to meet it",
+				ErrConflict, m.Endpoint.Name, m.ID, self.ConfigEpoch, overlap, r.ID, r.ConfigEpoch)
+		}
+	}
+	return nil
+}
+
+type openSlot struct {
+	node *NodeView
+	peer string // the other end's node ID
+}
+
+// repairSteps finishes or rolls back slots left importing/migrating by an interrupted
+// migration, the way redis-cli --cluster fix does: a migration whose both ends are alive
+// masters is finished; a migrating flag towards a node that is gone for good, or a stale
+// flag on a node that does not own the slot, is cleared after moving any keys to the owner.
+func (p *planner) repairSteps() []Step {
+	migr := map[int][]openSlot{}
+	imp := map[int][]openSlot{}
+	var slots []int
+	seen := map[int]bool{}
+	note := func(s int) {
+		if !seen[s] {
+			seen[s] = true
+			slots = append(slots, s)
+		}
+	}
+	for _, n := range p.reachable() {
+		self := n.Self()
+		for s, peer := range self.Migrating {
+			migr[s] = append(migr[s], openSlot{n, peer})
+			note(s)
+		}
+		for s, peer := range self.Importing {
+			imp[s] = append(imp[s], openSlot{n, peer})
+			note(s)
+		}
+	}
+	if len(slots) == 0 {
+		return nil
+	}
+	sort.Ints(slots)
+	type key struct {
+		kind         StepKind
+		node, target string
+	}
+	grouped := map[key][]int{}
+	var order []key
+	add := func(k key, s int) {
+		if _, ok := grouped[k]; !ok {
+			order = append(order, k)
+		}
+		grouped[k] = append(grouped[k], s)
+	}
+	ownerName := func(s int) (string, bool) {
+		if n := p.byID[p.owner[s]]; n != nil {
+			return n.Endpoint.Name, true
+		}
+		return "", false
+	}
+	for _, s := range slots {
+		var resumed *openSlot // the migration this slot will finish
+		for _, m := range migr[s] {
+			if !m.node.OwnSlots().Has(s) {
+				owner, ok := ownerName(s)
+				if !ok && m.node.Keys > 0 {
+					p.block(ErrNotReady, "slot %d: %s is migrating it without owning it and its owner is unreachable", s, m.node.Endpoint.Name)
+					continue
+				}
+				add(key{StepStabilize, m.node.Endpoint.Name, owner}, s)
+				continue
+			}
+			dst := p.byID[m.peer]
+			switch {
+			case dst != nil && dst.IsMaster() && resumed == nil:
+				resumed = &openSlot{m.node, dst.ID}
+				add(key{StepMigrate, m.node.Endpoint.Name, dst.Endpoint.Name}, s)
+			case dst == nil && p.allReachable && !p.aliveSomewhere(m.peer):
+				add(key{StepStabilize, m.node.Endpoint.Name, ""}, s)
+			default:
+				p.block(ErrNotReady, "slot %d is migrating from %s to node %s, which is unreachable", s, m.node.Endpoint.Name, m.peer)
+			}
+		}
+		for _, im := range imp[s] {
+			if resumed != nil && im.node.ID == resumed.peer && im.peer == resumed.node.ID {
+				continue // the resumed migration closes it
+			}
+			src := p.byID[im.peer]
+			if resumed == nil && src != nil && src.OwnSlots().Has(s) && im.node.IsMaster() && p.owner[s] == src.ID {
+				resumed = &openSlot{src, im.node.ID}
+				add(key{StepMigrate, src.Endpoint.Name, im.node.Endpoint.Name}, s)
+				continue
+			}
+			owner, ok := ownerName(s)
+			if !ok {
+				p.block(ErrNotReady, "slot %d: %s is importing it and its owner is unreachable", s, im.node.Endpoint.Name)
+				continue
+			}
+			if owner == im.node.Endpoint.Name {
+				owner = ""
+			}
+			add(key{StepStabilize, im.node.Endpoint.Name, owner}, s)
+		}
+	}
+	var steps []Step
+	for _, k := range order { // stabilize before migrate so stray keys reach the owner first
+		if k.kind == StepStabilize {
+			steps = append(steps, Step{Kind: k.kind, Node: k.node, Target: k.target, Slots: RangesOf(grouped[k]),
+				Reason: "roll back an open slot that cannot be finished"})
+		}
+	}
+	for _, k := range order {
+		if k.kind == StepMigrate {
+			steps = append(steps, Step{Kind: k.kind, Node: k.node, Target: k.target, Slots: RangesOf(grouped[k]),
+				Reason: "finish an interrupted migration"})
+		}
+	}
+	return steps
+}
+
+// forgetDeadSteps forgets node IDs that no endpoint carries any more, that own no slot and
+// that every reachable node sees failed (or without address): pods that came back empty
+// with a new ID, or were removed. Replicas still following such an ID are re-pointed first
+// by placementSteps (a replica cannot forget its master).
+func (p *planner) forgetDeadSteps() []Step {
+	ids := map[string]bool{}
+	for _, n := range p.reachable() {
+		for _, r := range n.Known {
+			if r.Flags.Myself || r.Flags.Handshake || p.byID[r.ID] != nil || p.slotCount[r.ID] > 0 {
+				continue
+			}
+			if r.Flags.Fail || r.Flags.NoAddr {
+				ids[r.ID] = true
+			}
+		}
+	}
+	var sorted []string
+	for id := range ids {
+		if p.aliveSomewhere(id) || p.referencedByOpenSlot(id) {
+			continue
+		}
+		sorted = append(sorted, id)
+	}
+	sort.Strings(sorted)
+	var steps []Step
+	for _, id := range sorted {
+		if on := p.forgetTargets(id, nil); len(on) > 0 {
+			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
+				Reason: "failed node that owns no slots and that no endpoint carries"})
+		}
+	}
+	return steps
+}
+
+func (p *planner) referencedByOpenSlot(id string) bool {
+	for _, n := range p.reachable() {
+		self := n.Self()
+		for _, peer := range self.Migrating {
+			if peer == id {
+				return true
+			}
+		}
+		for _, peer := range self.Importing {
+			if peer == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// takeoverAfter is how long a master may stay unreachable with a live replica before the
+// engine forces the promotion: Redis normally promotes within about 2-4 node timeouts
+// (failure detection, election delay, one retry).
+func (p *planner) takeoverAfter() time.Duration {
+	return max(6*p.nodeTimeout, 10*time.Second)
+}
+
+// orphanSteps handles slots whose owner is unreachable: wait for Redis to promote a replica
+// (forcing it with TAKEOVER if that does not happen in time), wait for the node to come
+// back, or — when every endpoint is up and none carries the owner or follows it — declare
+// the shard lost.
+func (p *planner) orphanSteps() []Step {
+	var dead []string
+	for id := range p.slotCount {
+		if p.byID[id] == nil {
+			dead = append(dead, id)
+		}
+	}
+	sort.Strings(dead)
+	var steps []Step
+	var lost []string
+	for _, id := range dead {
+		var replicas []*NodeView
+		for _, n := range p.reachable() {
+			if n.MasterID() == id {
+				replicas = append(replicas, n)
+			}
+		}
+		switch {
+		case len(replicas) > 0:
+			if best, overdue := p.overdueReplica(id, replicas); overdue {
+				steps = append(steps, Step{Kind: StepFailover, Node: best.Endpoint.Name, Option: "TAKEOVER",
+					Reason: fmt.Sprintf("master %s unreachable for more than %s and Redis promoted no replica", id, p.takeoverAfter())})
+			} else {
+				p.wait("waiting for Redis to promote a replica of unreachable master %s (%d slots)", id, p.slotCount[id])
+			}
+		case !p.allReachable:
+			p.block(ErrNotReady, "node %s owning %d slots is unreachable", id, p.slotCount[id])
+		default:
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) == 0 {
+		return steps
+	}
+	ls := &LostShard{NodeIDs: lost}
+	var slots []int
+	shardNames := map[string]bool{}
+	for _, id := range lost {
+		slots = append(slots, p.ownedBy(id)...)
+		if sh := p.ownerOf[id]; sh != nil && !shardNames[sh.spec.Name] {
+			shardNames[sh.spec.Name] = true
+			ls.Shards = append(ls.Shards, sh.spec.Name)
+		}
+	}
+	sort.Ints(slots)
+	ls.Slots, ls.SlotCount = RangesOf(slots), len(slots)
+	p.lost = ls
+	if !p.desired.AllowDataLoss {
+		p.block(ErrShardLost, "%d slots (%s) were owned by node(s) %s, gone with all replicas; set AllowDataLoss to re-assign them empty",
+			ls.SlotCount, FormatRanges(ls.Slots), strings.Join(lost, ","))
+		return steps
+	}
+	for _, id := range lost {
+		if on := p.forgetTargets(id, nil); len(on) > 0 {
+			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
+				Reason: fmt.Sprintf("lost owner of %d slots; data loss allowed", p.slotCount[id])})
+		}
+	}
+	return steps
+}
+
+// overdueReplica picks the replica with the highest replication offset and reports whether
+// its master has been failing in its view for longer than takeoverAfter.
+func (p *planner) overdueReplica(id string, replicas []*NodeView) (*NodeView, bool) {
+	best := replicas[0]
+	for _, r := range replicas[1:] {
+		if r.Replication.Offset > best.Replication.Offset {
+			best = r
+		}
+	}
+	rec := best.Lookup(id)
+	if rec == nil || !rec.Failing() || rec.PongRecv <= 0 || p.now.IsZero() {
+		return best, false
+	}
+	last := time.UnixMilli(rec.PongRecv)
+	return best, p.now.Sub(last) > p.takeoverAfter()
+}
+
+// placementSteps makes every other node of a desired shard replicate that shard's master.
+func (p *planner) placementSteps() []Step {
+	var steps []Step
+	for _, sh := range p.shards {
+		if sh.master == nil || !sh.master.IsMaster() {
+			continue
+		}
+		for _, n := range sh.nodes {
+			if !n.Reachable() || n.ID == sh.masterID || n.MasterID() == sh.masterID {
+				continue
+			}
+			if n.IsMaster() {
+				if n.OwnSlots().Len() > 0 || p.slotCount[n.ID] > 0 || hasOpenSlots(n) {
+					continue // an extra master of the shard: balanceSteps drains it first
+				}
+				if n.Keys > 0 {
+					p.wait("%s is a master without slots that still holds %d keys", n.Endpoint.Name, n.Keys)
+					continue
+				}
+			}
+			if r := n.Lookup(sh.masterID); r == nil || r.Flags.Handshake || !r.Flags.Master {
+				p.wait("%s does not know master %s yet", n.Endpoint.Name, sh.master.Endpoint.Name)
+				continue
+			}
+			steps = append(steps, Step{Kind: StepReplicate, Node: n.Endpoint.Name, NodeID: sh.masterID,
+				Reason: fmt.Sprintf("replica of shard %s follows master %s", sh.spec.Name, sh.master.Endpoint.Name)})
+		}
+	}
+	return steps
+}
+
+// involvedMasters are the desired masters and every other reachable owner of slots.
+func (p *planner) involvedMasters() ([]*NodeView, bool) {
+	var out []*NodeView
+	seen := map[string]bool{}
+	ok := true
+	for _, sh := range p.shards {
+		if sh.master == nil {
+			p.wait("shard %s has no reachable master", sh.spec.Name)
+			ok = false
+			continue
+		}
+		out = append(out, sh.master)
+		seen[sh.masterID] = true
+	}
+	var owners []string
+	for id := range p.slotCount {
+		owners = append(owners, id)
+	}
+	sort.Strings(owners)
+	for _, id := range owners {
+		if seen[id] {
+			continue
+		}
+		n := p.byID[id]
+		if n == nil {
+			p.wait("slot owner %s is unreachable", id)
+			ok = false
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, ok
+}
+
+// readyToMove holds resharding until the masters involved are healthy and know each other:
+// SETSLOT IMPORTING/MIGRATING/NODE need the peer in the receiver's table.
+func (p *planner) readyToMove() bool {
+	masters, ok := p.involvedMasters()
+	if !ok {
+		return false
+	}
+	if p.contested.Len() > 0 {
+		p.wait("%d slots are claimed by two masters; waiting for the config epochs to settle", p.contested.Len())
+		return false
+	}
+	for _, m := range masters {
+		if !m.IsMaster() {
+			p.wait("%s is not a master yet", m.Endpoint.Name)
+			return false
+		}
+		if !m.Info.OK() {
+			p.wait("%s reports cluster_state:%s", m.Endpoint.Name, m.Info.State)
+			return false
+		}
+		for _, o := range masters {
+			if o == m {
+				continue
+			}
+			if r := m.Lookup(o.ID); r == nil || r.Flags.Handshake || !r.Flags.Master || r.Failing() {
+				p.wait("%s does not see master %s yet", m.Endpoint.Name, o.Endpoint.Name)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// balanceSteps moves the fewest slots that reach the even split: slots of Leaving shards and
+// of extra masters all move; a desired master over its target gives its highest slots; the
+// receivers fill in shard order.
+func (p *planner) balanceSteps() []Step {
+	targets := p.evenTargets()
+	type donor struct {
+		id    string
+		slots []int
+	}
+	var donors []donor
+	isMaster := map[string]bool{}
+	for _, sh := range p.shards {
+		isMaster[sh.masterID] = true
+	}
+	var extra []string
+	for id := range p.slotCount {
+		if !isMaster[id] {
+			extra = append(extra, id)
+		}
+	}
+	// Leaving shards first, then extra masters of desired shards, by shard order then ID.
+	sort.Slice(extra, func(i, j int) bool {
+		si, sj := p.ownerOf[extra[i]], p.ownerOf[extra[j]]
+		ki, kj := shardSortKey(si), shardSortKey(sj)
+		if ki != kj {
+			return ki < kj
+		}
+		return extra[i] < extra[j]
+	})
+	for _, id := range extra {
+		donors = append(donors, donor{id, p.ownedBy(id)})
+	}
+	type receiver struct {
+		shard *shardState
+		need  int
+	}
+	var receivers []*receiver
+	for i, sh := range p.shards {
+		owned := p.ownedBy(sh.masterID)
+		switch c := len(owned); {
+		case c > targets[i]:
+			donors = append(donors, donor{sh.masterID, owned[targets[i]:]})
+		case c < targets[i]:
+			receivers = append(receivers, &receiver{sh, targets[i] - c})
+		}
+	}
+	var steps []Step
+	r := 0
+	for _, d := range donors {
+		rest := d.slots
+		for len(rest) > 0 && r < len(receivers) {
+			rc := receivers[r]
+			k := min(rc.need, len(rest))
+			chunk := rest[:k]
+			rest = rest[k:]
+			rc.need -= k
+			from := p.byID[d.id]
+			steps = append(steps, Step{Kind: StepMigrate, Node: from.Endpoint.Name, Target: rc.shard.master.Endpoint.Name,
+				Slots: RangesOf(chunk), Reason: fmt.Sprintf("rebalance %d slots to shard %s", k, rc.shard.spec.Name)})
+			if rc.need == 0 {
+				r++
+			}
+		}
+	}
+	return steps
+}
+
+// shardSortKey orders Leaving shards first, then desired shards, then unknown owners.
+func shardSortKey(sh *shardState) int {
+	switch {
+	case sh == nil:
+		return 1 << 30
+	case sh.leaving:
+		return sh.index
+	default:
+		return 1<<20 + sh.index
+	}
+}
+
+// forgetLeavingSteps forgets the nodes of drained Leaving shards on every other node, all
+// at once so the 60 s ban of CLUSTER FORGET covers the whole round.
+func (p *planner) forgetLeavingSteps() []Step {
+	var steps []Step
+	for _, sh := range p.leaving {
+		ids, ok := p.drained(sh)
+		if !ok {
+			continue
+		}
+		for _, id := range ids {
+			if on := p.forgetTargets(id, sh); len(on) > 0 {
+				steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
+					Reason: fmt.Sprintf("leaving shard %s owns no slots", sh.spec.Name)})
+			}
+		}
+	}
+	return steps
+}
+
+// removable lists Leaving shards that are drained and that no other reachable node knows.
+func (a *assessment) removable() []string {
+	var out []string
+	for _, sh := range a.leaving {
+		ids, ok := a.drained(sh)
+		if !ok {
+			continue
+		}
+		known := false
+		for _, id := range ids {
+			if len(a.forgetTargets(id, sh)) > 0 {
+				known = true
+			}
+			for _, n := range a.reachable() {
+				if a.shardOf[n.Endpoint.Name] != sh && n.MasterID() == id {
+					known = true
+				}
+			}
+		}
+		if !known {
+			out = append(out, sh.spec.Name)
+		}
+	}
+	return out
+}
+
+// checkConverged records why the cluster is not yet in the desired shape once nothing is
+// left to do: missing pods, replicas syncing, nodes that have not agreed on the slot map.
+func (p *planner) checkConverged() {
+	r := p.desired.ReplicasPerShard
+	for _, sh := range p.shards {
+		if len(sh.spec.Nodes) < 1+r {
+			p.block(ErrNotReady, "shard %s has %d nodes, needs %d", sh.spec.Name, len(sh.spec.Nodes), 1+r)
+		}
+		for _, n := range sh.nodes {
+			if !n.Reachable() {
+				p.block(ErrNotReady, "node %s (%s) unreachable: %v", n.Endpoint.Name, n.Endpoint.Addr, n.Err)
+			}
+		}
+		inSync := 0
+		for _, n := range sh.nodes {
+			if n.Reachable() && n.MasterID() == sh.masterID {
+				if n.Replication.MasterLinkUp {
+					inSync++
+				} else {
+					p.wait("replica %s is syncing with %s", n.Endpoint.Name, sh.master.Endpoint.Name)
+				}
+			}
+		}
+		if inSync < r && len(p.blockers) == 0 {
+			p.wait("shard %s has %d replicas in sync, wants %d", sh.spec.Name, inSync, r)
+		}
+	}
+	for _, n := range p.members() {
+		if !n.Info.OK() {
+			p.wait("%s reports cluster_state:%s", n.Endpoint.Name, n.Info.State)
+			continue
+		}
+		if d := p.disagreement(n); d > 0 {
+			p.wait("%s disagrees on the owner of %d slots", n.Endpoint.Name, d)
+		}
+	}
+	for _, name := range p.leavingNames() {
+		if !contains(p.removable(), name) {
+			p.wait("leaving shard %s is not forgotten by every node yet", name)
+		}
+	}
+}
+
+func (a *assessment) leavingNames() []string {
+	var out []string
+	for _, sh := range a.leaving {
+		out = append(out, sh.spec.Name)
+	}
+	return out
+}
+
+// disagreement counts slots whose owner in n's table differs from the consensus owner.
+func (a *assessment) disagreement(n *NodeView) int {
+	var table [NumSlots]string
+	for _, r := range n.Known {
+		for _, sr := range r.Slots {
+			for s := sr.Start; s <= sr.End; s++ {
+				table[s] = r.ID
+			}
+		}
+	}
+	d := 0
+	for s := range NumSlots {
+		if table[s] != a.owner[s] {
+			d++
+		}
+	}
+	return d
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

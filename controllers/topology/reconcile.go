@@ -1,0 +1,175 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+const (
+	// maxRepeats bounds how often the very same actionable steps may be planned in a row.
+	maxRepeats = 10
+	// maxFailures bounds consecutive failed step batches before Reconcile gives up.
+	maxFailures = 5
+)
+
+// Reconcile observes every endpoint of desired, repairs what an earlier run or a crash left
+// half-done (open slots, half-joined nodes), then plans and executes steps until the cluster
+// converges or ctx is done. It is safe to call again at any time, including after a crash at
+// any point: every pass starts from a fresh observation.
+//
+// It returns when the cluster converged (nil error); when convergence is blocked by
+// something outside Redis (ErrNotReady: nodes unreachable or missing; ErrShardLost;
+// ErrConflict; ErrAuth); when steps keep failing; or when ctx is done (ctx.Err()). While
+// Redis converges by itself (gossip, failover, replica sync) it polls. The Result is non-nil
+// whenever the endpoints could be observed. Migrations stop cleanly on cancel: the slots of
+// the current pipelined round are finished, none is left open.
+func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(Progress)) (*Result, error) {
+	if err := desired.Validate(); err != nil {
+		return nil, err
+	}
+	c := e.newConns()
+	defer c.close()
+	tr := &tracker{cb: progress}
+	var (
+		lastSig  string
+		repeats  int
+		failures int
+		res      *Result
+	)
+	for {
+		view, err := e.observe(ctx, c, desired.endpoints())
+		if err != nil {
+			return e.finalResult(c, desired, res), err
+		}
+		p, steps, perr := plan(view, desired)
+		res = buildResult(p, steps, perr)
+		if auth := view.authErrors(); len(auth) > 0 {
+			return res, errors.Join(auth...)
+		}
+		var actionable []Step
+		waitReason := ""
+		for _, s := range steps {
+			if s.Kind == StepWait {
+				waitReason = s.Reason
+				continue
+			}
+			actionable = append(actionable, s)
+		}
+		if len(actionable) == 0 {
+			if perr != nil || len(steps) == 0 {
+				if perr == nil {
+					e.log.V(1).Info("Cluster converged")
+				}
+				return res, perr
+			}
+			tr.update(func(p *Progress) { p.Step = "Wait: " + waitReason })
+			e.log.V(1).Info("Waiting for Redis", "reason", waitReason)
+			if err := sleep(ctx, e.opts.PollInterval); err != nil {
+				return res, err
+			}
+			continue
+		}
+		sig := signature(actionable)
+		if sig == lastSig {
+			repeats++
+		} else {
+			lastSig, repeats = sig, 0
+		}
+		if repeats >= maxRepeats {
+			return res, fmt.Errorf("%w: planned %d times in a row: %s", ErrNoProgress, repeats+1, sig)
+		}
+		if err := e.execute(ctx, c, view, actionable, tr); err != nil {
+			if ctx.Err() != nil {
+				return e.finalResult(c, desired, res), ctx.Err()
+			}
+			failures++
+			e.log.Info("Steps failed; observing again", "attempt", failures, "error", err.Error())
+			if failures >= maxFailures {
+				return res, err
+			}
+			if err := sleep(ctx, e.opts.PollInterval); err != nil {
+				return e.finalResult(c, desired, res), err
+			}
+			continue
+		}
+		failures = 0
+	}
+}
+
+// finalResult observes once more, outside ctx, so that a cancelled Reconcile still reports
+// the state it left; it falls back to the last result.
+func (e *Engine) finalResult(c *conns, desired Desired, last *Result) *Result {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e.opts.CommandTimeout)
+	defer cancel()
+	view, err := e.observe(ctx, c, desired.endpoints())
+	if err != nil {
+		return last
+	}
+	p, steps, perr := plan(view, desired)
+	return buildResult(p, steps, perr)
+}
+
+func signature(steps []Step) string {
+	parts := make([]string, len(steps))
+	for i, s := range steps {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// plan is Plan returning the planner too, for the Result.
+func plan(view *ClusterView, desired Desired) (*planner, []Step, error) {
+	p := &planner{assessment: assess(view, desired)}
+	steps, err := p.plan()
+	return p, steps, err
+}
+
+func buildResult(p *planner, steps []Step, perr error) *Result {
+	res := &Result{
+		View:      p.view,
+		Converged: len(steps) == 0 && perr == nil,
+		Removable: p.removable(),
+	}
+	if errors.Is(perr, ErrShardLost) {
+		res.DataLoss = p.lost
+	}
+	for _, sh := range p.shards {
+		st := ShardStatus{Name: sh.spec.Name, MasterNodeID: sh.masterID}
+		if sh.master != nil {
+			st.MasterName = sh.master.Endpoint.Name
+		}
+		for _, n := range sh.nodes {
+			if n.Reachable() && sh.masterID != "" && n.MasterID() == sh.masterID {
+				st.ReplicaNames = append(st.ReplicaNames, n.Endpoint.Name)
+			}
+		}
+		if sh.masterID != "" {
+			owned := p.ownedBy(sh.masterID)
+			st.SlotCount = len(owned)
+			for _, r := range RangesOf(owned) {
+				st.SlotRanges = append(st.SlotRanges, r.String())
+			}
+		}
+		res.Shards = append(res.Shards, st)
+	}
+	switch {
+	case res.Converged:
+		res.Message = fmt.Sprintf("Cluster converged: %d shards with %d replicas each own all %d slots", len(p.shards), p.desired.ReplicasPerShard, NumSlots)
+	case len(steps) > 0 && steps[0].Kind == StepWait:
+		res.Message = "Waiting: " + steps[0].Reason
+	case len(steps) > 0:
+		res.Message = fmt.Sprintf("Next: %s (%s)", steps[0], steps[0].Reason)
+	case perr != nil:
+		res.Message = firstLine(perr.Error())
+	}
+	sort.Strings(res.Removable)
+	return res
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

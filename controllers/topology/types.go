@@ -1,0 +1,212 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Endpoint is one Redis node the controller knows about (one pod).
+type Endpoint struct {
+	Name string // pod name, e.g. "demo-shard-0-1"; unique
+	// Addr is "ip:port", the address the node announces to the cluster (Redis 7.0 CLUSTER MEET
+	// takes an IP, not a host name). The cluster bus is the port the node reports, by default
+	// port+10000 (spec: "The cluster bus").
+	Addr string
+}
+
+// ShardSpec groups the pods of one shard (one StatefulSet): one master and its replicas.
+type ShardSpec struct {
+	Name  string     // e.g. "demo-shard-0"; unique
+	Nodes []Endpoint // all pods of the shard, in ordinal order
+}
+
+// Desired is the shape the engine drives the cluster to.
+type Desired struct {
+	// Shards own the 16384 slots, split evenly (counts differ by at most one), in order.
+	Shards []ShardSpec
+	// Leaving shards are being removed: their slots are migrated to Shards, then their nodes
+	// are forgotten by every other node (spec: "Removing nodes from a cluster"); a Leaving
+	// shard is reported removable only after that.
+	Leaving []ShardSpec
+	// ReplicasPerShard is the number of replicas each shard's master must have.
+	ReplicasPerShard int
+	// AllowDataLoss lets the engine re-assign the slots of a lost shard (master and every
+	// replica gone with their data) to a fresh master. Without it the engine reports the loss
+	// and does nothing destructive.
+	AllowDataLoss bool
+}
+
+// endpoints lists Shards then Leaving endpoints.
+func (d Desired) endpoints() []Endpoint {
+	var eps []Endpoint
+	for _, s := range d.Shards {
+		eps = append(eps, s.Nodes...)
+	}
+	for _, s := range d.Leaving {
+		eps = append(eps, s.Nodes...)
+	}
+	return eps
+}
+
+// Validate reports a clear error (wrapping ErrInvalidDesired) for unusable input: no shards,
+// empty or duplicate names, duplicate or malformed addresses, negative replica counts, more
+// shards than slots.
+func (d Desired) Validate() error {
+	var errs []error
+	if len(d.Shards) == 0 {
+		errs = append(errs, errors.New("no shards"))
+	}
+	if len(d.Shards) > NumSlots {
+		errs = append(errs, fmt.Errorf("%d shards, at most %d", len(d.Shards), NumSlots))
+	}
+	if d.ReplicasPerShard < 0 {
+		errs = append(errs, fmt.Errorf("replicasPerShard %d is negative", d.ReplicasPerShard))
+	}
+	shardNames := map[string]bool{}
+	names := map[string]bool{}
+	addrs := map[string]string{}
+	check := func(kind string, s ShardSpec) {
+		if s.Name == "" {
+			errs = append(errs, fmt.Errorf("%s shard without a name", kind))
+		} else if shardNames[s.Name] {
+			errs = append(errs, fmt.Errorf("shard %q listed twice", s.Name))
+		}
+		shardNames[s.Name] = true
+		for _, ep := range s.Nodes {
+			if ep.Name == "" {
+				errs = append(errs, fmt.Errorf("shard %q: node without a name", s.Name))
+				continue
+			}
+			if names[ep.Name] {
+				errs = append(errs, fmt.Errorf("node %q listed twice", ep.Name))
+			}
+			names[ep.Name] = true
+			if err := validateAddr(ep.Addr); err != nil {
+				errs = append(errs, fmt.Errorf("node %q: %w", ep.Name, err))
+				continue
+			}
+			if other, dup := addrs[ep.Addr]; dup {
+				errs = append(errs, fmt.Errorf("nodes %q and %q share address %s", other, ep.Name, ep.Addr))
+			}
+			addrs[ep.Addr] = ep.Name
+		}
+	}
+	for _, s := range d.Shards {
+		check("desired", s)
+	}
+	for _, s := range d.Leaving {
+		check("leaving", s)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidDesired, errors.Join(errs...))
+	}
+	return nil
+}
+
+func validateAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", addr, err)
+	}
+	if net.ParseIP(host) == nil {
+		return fmt.Errorf("address %q: host must be an IP (CLUSTER MEET takes an IP)", addr)
+	}
+	if port == "" || strings.TrimLeft(port, "0123456789") != "" {
+		return fmt.Errorf("address %q: bad port", addr)
+	}
+	return nil
+}
+
+// Sentinel errors. Reconcile, Plan, Failover and ApplyConfig wrap them; test with errors.Is.
+var (
+	// ErrInvalidDesired: the Desired value can never be satisfied as given (retrying won't help).
+	ErrInvalidDesired = errors.New("invalid desired topology")
+	// ErrNotReady: nodes the engine needs are unreachable, missing or still starting; retry later.
+	ErrNotReady = errors.New("cluster not ready")
+	// ErrShardLost: a shard's master and all its replicas are gone with their data and
+	// Desired.AllowDataLoss is false; Result.DataLoss says which slots. Nothing destructive
+	// was done.
+	ErrShardLost = errors.New("shard lost")
+	// ErrAuth: a node rejected the password.
+	ErrAuth = errors.New("authentication failed")
+	// ErrConflict: the nodes hold a topology the engine refuses to change automatically
+	// (e.g. a node from another cluster claims slots with a newer config epoch).
+	ErrConflict = errors.New("topology conflict")
+	// ErrNoProgress: the same steps were planned again and again without effect.
+	ErrNoProgress = errors.New("no progress")
+	// ErrFailover: a requested failover did not complete.
+	ErrFailover = errors.New("failover failed")
+)
+
+// Progress reports what a running Reconcile is doing; Reconcile calls the progress callback
+// after each step batch and after each pipelined round of a slot migration.
+type Progress struct {
+	Step       string // human description of the current step
+	SlotsMoved int    // slots migrated so far in this Reconcile call
+	SlotsTotal int    // slots this Reconcile call plans to migrate
+	KeysMoved  int64  // keys moved with MIGRATE so far in this Reconcile call
+}
+
+// ShardStatus summarises one desired shard after Reconcile.
+type ShardStatus struct {
+	Name         string
+	MasterName   string   // endpoint name of the master; empty if unknown or unreachable
+	MasterNodeID string   // empty if the shard has no master yet
+	ReplicaNames []string // endpoints replicating the master
+	SlotRanges   []string // e.g. ["0-5460"]
+	SlotCount    int
+}
+
+// LostShard describes slots whose owner and every replica of it are gone with their data
+// (all endpoints are reachable and none carries the owner's node ID).
+type LostShard struct {
+	Shards    []string // names of the shards the slots belonged to, when known
+	NodeIDs   []string // IDs of the vanished owners
+	Slots     []SlotRange
+	SlotCount int
+}
+
+// Result is the outcome of Reconcile.
+type Result struct {
+	View *ClusterView
+	// Converged: cluster_state ok everywhere, all 16384 slots owned by the desired shards'
+	// masters in an even split that every node agrees on, no open slots, each shard with
+	// ReplicasPerShard replicas in sync, Leaving shards forgotten.
+	Converged bool
+	// Removable lists Leaving shards that own no slots and that every other reachable node
+	// has forgotten: their pods can be deleted.
+	Removable []string
+	Shards    []ShardStatus
+	Message   string
+	// DataLoss is set when a shard is lost and AllowDataLoss is false.
+	DataLoss *LostShard
+}
+
+// Options configures an Engine.
+type Options struct {
+	Password       string        // AUTH for every node (may be empty); never logged
+	DialTimeout    time.Duration // default 2 s
+	CommandTimeout time.Duration // per ordinary command; default 5 s
+	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and per MIGRATE ... KEYS
+	// (default 500; redis-cli uses 10).
+	MigrateBatch int
+	// MigrateTimeout is MIGRATE's timeout argument: the longest the source waits on the
+	// target for one batch (default 30 s).
+	MigrateTimeout time.Duration
+	// MigrateSlotsPerRound is how many slots of one move are handled together: their
+	// SETSLOT, GETKEYSINSLOT and MIGRATE commands are pipelined (default 64).
+	MigrateSlotsPerRound int
+	// MigrateParallel bounds the moves that run at once; moves that share a node never run
+	// together (default 4).
+	MigrateParallel int
+	// PollInterval is how long Reconcile sleeps while waiting for Redis to settle (gossip,
+	// failover, replica sync). Default 200 ms.
+	PollInterval time.Duration
+	// Logger receives the engine's log lines (keys lowerCamel); the zero value discards them.
+	Logger logr.Logger
+}
