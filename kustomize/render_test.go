@@ -302,3 +302,38 @@ func TestManager(t *testing.T) {
 		})
 	}
 }
+
+// TestRBACReferences: every binding of every overlay refers to a role the
+// same render creates (a binding to a missing role grants nothing and
+// fails only at run time), and the generated ClusterRole is bound to the
+// manager's ServiceAccount.
+func TestRBACReferences(t *testing.T) {
+	for _, overlay := range Overlays() {
+		t.Run(overlay, func(t *testing.T) {
+			objs := rendered(t, overlay)
+			boundToManager := map[string]bool{}
+			for _, o := range objs {
+				if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+					continue
+				}
+				kind, _, _ := unstructured.NestedString(o.Object, "roleRef", "kind")
+				name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+				role := find(t, objs, kind, name)
+				if kind == "Role" && role.GetNamespace() != o.GetNamespace() {
+					t.Errorf("RoleBinding %s/%s refers to Role %s in namespace %s", o.GetNamespace(), o.GetName(), name, role.GetNamespace())
+				}
+				subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+				for _, s := range subjects {
+					if s.(map[string]any)["name"] == manager {
+						boundToManager[kind+"/"+name] = true
+					}
+				}
+			}
+			for _, want := range []string{"ClusterRole/redis-operator", "Role/redis-operator-leader-election", "ClusterRole/redis-operator-metrics-auth"} {
+				if !boundToManager[want] {
+					t.Errorf("%s is not bound to the manager's ServiceAccount (bound: %v)", want, boundToManager)
+				}
+			}
+		})
+	}
+}
