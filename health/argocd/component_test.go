@@ -26,11 +26,16 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range resMap.Resources() {
-		m, err := r.Map()
+		// Through JSON, so numbers are int64 as from the API server.
+		js, err := r.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
 	}
 	return out
 }
