@@ -1,0 +1,187 @@
+package kustomize
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/redis-operator/redis-operator/test/redistest"
+)
+
+// exporterBinary is redis_exporter as Debian packages it (make deps).
+const exporterBinary = "prometheus-redis-exporter"
+
+// sample is one series of a scrape.
+type sample struct {
+	labels model.LabelSet
+	value  float64
+}
+
+// scrapeExporter runs redis_exporter against the Redis node at addr and
+// returns one scrape of its /metrics, parsed, by metric name.
+func scrapeExporter(t *testing.T, addr string) map[string][]sample {
+	t.Helper()
+	bin, err := exec.LookPath(exporterBinary)
+	if err != nil {
+		t.Fatalf("%s not found (run make deps): %v", exporterBinary, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "-redis.addr", "redis://"+addr, "-web.listen-address", listen)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	var body []byte
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + listen + "/metrics")
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis_exporter on %s did not serve /metrics: %v", listen, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]sample{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			ls := model.LabelSet{}
+			for _, lp := range m.GetLabel() {
+				ls[model.LabelName(lp.GetName())] = model.LabelValue(lp.GetValue())
+			}
+			v := m.GetGauge().GetValue()
+			if m.GetUntyped() != nil {
+				v = m.GetUntyped().GetValue()
+			}
+			out[name] = append(out[name], sample{ls, v})
+		}
+	}
+	return out
+}
+
+// TestAlertsUseRealExporterSeries runs the real redis_exporter against a
+// real Redis Cluster (a master owning every slot and its replica) and
+// checks that every series the alerts read exists with the label values
+// they select (role="master"), and reads as the healthy cluster is:
+// cluster_state ok, all slots ok, the master with one connected replica.
+func TestAlertsUseRealExporterSeries(t *testing.T) {
+	nodes := redistest.Start(t, 2, redistest.Options{})
+	master, replica := nodes[0], nodes[1]
+	master.Do("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+	replica.Do("CLUSTER", "MEET", "127.0.0.1", master.Port())
+	masterID := master.Do("CLUSTER", "MYID").(string)
+	waitFor(t, "the replica to learn the master", func() bool {
+		return strings.Contains(replica.Do("CLUSTER", "NODES").(string), masterID)
+	})
+	replica.Do("CLUSTER", "REPLICATE", masterID)
+	waitFor(t, "replication and cluster_state ok", func() bool {
+		return strings.Contains(master.Do("INFO", "replication").(string), "connected_slaves:1") &&
+			strings.Contains(master.Do("CLUSTER", "INFO").(string), "cluster_state:ok")
+	})
+
+	scrapes := map[string]map[string][]sample{
+		"master":  scrapeExporter(t, master.Addr()),
+		"replica": scrapeExporter(t, replica.Addr()),
+	}
+	role := func(node string) model.LabelValue {
+		if s := scrapes[node]["redis_instance_info"]; len(s) == 1 {
+			return s[0].labels["role"]
+		}
+		return ""
+	}
+	if role("master") != "master" || role("replica") != "slave" {
+		t.Errorf("redis_instance_info role: master %q, replica %q", role("master"), role("replica"))
+	}
+
+	// Labels the scrape config adds, not the exporter.
+	targetLabels := map[string]bool{"job": true, "namespace": true, "pod": true, "instance": true, "rediscluster": true, "shard": true}
+	for _, r := range prometheusRules(t) {
+		expr, err := parser.ParseExpr(r.Expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vs := range selectors(expr) {
+			if vs.Name == "up" {
+				continue // Prometheus's own per-target series.
+			}
+			series, ok := scrapes["master"][vs.Name]
+			if !ok {
+				t.Errorf("%s reads %s, which redis_exporter does not export", r.Alert, vs.Name)
+				continue
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name == model.MetricNameLabel || targetLabels[m.Name] {
+					continue
+				}
+				found := false
+				for _, s := range series {
+					if m.Matches(string(s.labels[model.LabelName(m.Name)])) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("%s selects %s, which no %s series of the master has", r.Alert, m, vs.Name)
+				}
+			}
+		}
+	}
+
+	// The healthy values, in the exporter's encoding, that the alert
+	// thresholds compare against.
+	want := []struct {
+		node, metric string
+		value        float64
+	}{
+		{"master", "redis_up", 1},
+		{"replica", "redis_up", 1},
+		{"master", "redis_cluster_state", 1},
+		{"replica", "redis_cluster_state", 1},
+		{"master", "redis_cluster_slots_ok", 16384},
+		{"replica", "redis_cluster_slots_ok", 16384},
+		{"master", "redis_connected_slaves", 1},
+		{"replica", "redis_connected_slaves", 0},
+	}
+	for _, w := range want {
+		got := scrapes[w.node][w.metric]
+		if len(got) != 1 || got[0].value != w.value {
+			t.Errorf("%s: %s = %v, want one series of value %v", w.node, w.metric, got, w.value)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
