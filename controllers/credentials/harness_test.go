@@ -152,7 +152,9 @@ func newFixture(t *testing.T, opts vaultOptions) *fixture {
 	if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("bind vault-reviewer to system:auth-delegator: %v", err)
 	}
-	t.Cleanup(func() { _ = kc.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kc.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+	})
 	// The reviewer token carries the apiserver's own audience, as a token
 	// reviewer JWT does in a cluster.
 	expiry := int64(3600)
@@ -211,8 +213,8 @@ func (f *fixture) config(name string) VaultConfig {
 		CACert:    f.vault.caCert,
 		Namespace: f.vault.namespace,
 		Mount:     f.vault.kvMount,
-		Path:    "redis/" + name,
-		Key:     "password",
+		Path:      "redis/" + name,
+		Key:       "password",
 		Auth: VaultAuth{Kubernetes: &KubernetesAuth{
 			Role:                f.role,
 			MountPath:           f.vault.authMount,

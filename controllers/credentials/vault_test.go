@@ -153,9 +153,16 @@ func TestVaultLoginRejected(t *testing.T) {
 	cfg = f.config("prod")
 	cfg.Auth.Kubernetes.ServiceAccountToken = func(context.Context) (string, error) { return stale, nil }
 	fetchErr(t, mustSource(t, cfg), ErrAuthFailed)
-	// The local server logs the backend's reason: the apiserver's TokenReview answer.
-	if log := f.vault.serverLog(); log != "" && !strings.Contains(log, "does not match claim") {
-		t.Fatalf("the Vault log does not show the TokenReview rejection:\n%s", log)
+	// The local server logs the backend's reason: the apiserver's TokenReview
+	// answer. Its log arrives through a pipe, so give it a moment.
+	if f.vault.serverLog() != "" {
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(f.vault.serverLog(), "does not match claim") {
+			if time.Now().After(deadline) {
+				t.Fatalf("the Vault log does not show the TokenReview rejection:\n%s", f.vault.serverLog())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	if c := fetch(t, mustSource(t, f.config("prod"))); c.Password.Reveal() != "pw" {
 		t.Fatalf("fresh token of the new account: %q", c.Password.Reveal())
@@ -344,6 +351,9 @@ func TestNoSecretInLogs(t *testing.T) {
 	ds := mustSource(t, denied)
 	record(ds.Fetch(context.Background())) // an error
 
+	// Stop the server so that all of its log has arrived.
+	_, stopVault := f.vault.interruptible(t)
+	stopVault()
 	all := logs.String() + "\n" + f.vault.serverLog() + "\n" + strings.Join(printed, "\n")
 	if !strings.Contains(logs.String(), "Logging in to Vault") || !strings.Contains(logs.String(), "Renewed the Vault token") ||
 		!strings.Contains(logs.String(), "logging in again") {
