@@ -112,7 +112,7 @@ func TestNetworkPolicy(t *testing.T) {
 		{"prometheus to redis", prometheus, redisA, 6379, false},
 		{"redis to an unlisted port", redisA, redisA, 6380, false},
 		{"api server to the webhook", apiserver, operator, 9443, true},
-		{"prometheus to the operator's metrics", prometheus, operator, 8443, true},
+		{"prometheus to the operator's metrics", prometheus, operator, 8080, true},
 		{"redis to the operator's health port", redisA, operator, 8081, false},
 	}
 	for _, tc := range cases {

@@ -241,7 +241,7 @@ func TestManager(t *testing.T) {
 			find(t, objs, "ServiceAccount", pod.ServiceAccountName)
 			for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
 				for _, o := range objs {
-					if o.GetKind() != kind || o.GetName() == "redis-operator-metrics-reader" {
+					if o.GetKind() != kind {
 						continue
 					}
 					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
@@ -329,7 +329,7 @@ func TestRBACReferences(t *testing.T) {
 					}
 				}
 			}
-			for _, want := range []string{"ClusterRole/redis-operator", "Role/redis-operator-leader-election", "ClusterRole/redis-operator-metrics-auth"} {
+			for _, want := range []string{"ClusterRole/redis-operator", "Role/redis-operator-leader-election"} {
 				if !boundToManager[want] {
 					t.Errorf("%s is not bound to the manager's ServiceAccount (bound: %v)", want, boundToManager)
 				}
