@@ -102,6 +102,9 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 		for _, r := range s.Slots {
 			args = append(args, r.Start, r.End)
 		}
+		if err := e.checkNoKeys(ctx, c, view, s.Slots); err != nil {
+			return err
+		}
 		log.Info("Assigning slots", "node", s.Node, "slots", FormatRanges(s.Slots))
 		return e.do(ctx, c, n, args...)
 	case StepSetEpoch:
@@ -143,6 +146,34 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 	default:
 		return fmt.Errorf("%w: step kind %q", ErrInvalidDesired, s.Kind)
 	}
+}
+
+// checkNoKeys refuses to assign slots in which some node still holds keys (redis-cli
+// --cluster fix would give such a slot to that node; the engine leaves it to a human).
+func (e *Engine) checkNoKeys(ctx context.Context, c *conns, view *ClusterView, slots []SlotRange) error {
+	for _, n := range view.Nodes {
+		if !n.Reachable() || n.Keys == 0 || !n.IsMaster() {
+			continue
+		}
+		cctx, cancel := e.cmdCtx(ctx)
+		pipe := c.get(n.Endpoint.Addr).Pipeline()
+		all := expand(slots)
+		counts := make([]*redis.IntCmd, len(all))
+		for i, sl := range all {
+			counts[i] = pipe.ClusterCountKeysInSlot(cctx, sl)
+		}
+		err := execPipe(cctx, pipe, n.Endpoint.Name)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for i, cnt := range counts {
+			if cnt.Val() > 0 {
+				return fmt.Errorf("%w: %s holds %d keys in unowned slot %d; not assigning it", ErrConflict, n.Endpoint.Name, cnt.Val(), all[i])
+			}
+		}
+	}
+	return nil
 }
 
 func (e *Engine) do(ctx context.Context, c *conns, n *NodeView, args ...any) error {

@@ -159,6 +159,9 @@ func (p *planner) plan() ([]Step, error) {
 		return nil, p.err()
 	}
 	if !p.readyToMove() {
+		if len(p.waits) == 0 {
+			return nil, p.err()
+		}
 		return []Step{{Kind: StepWait, Reason: p.waits[0]}}, p.err()
 	}
 	if steps := p.balanceSteps(); len(steps) > 0 {
@@ -191,6 +194,23 @@ func (p *planner) fillSlots() []Step {
 		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before assigning them", len(unassigned))
 		return nil
 	}
+	// Either no node has met another yet (bootstrap), or every member knows every other:
+	// only then is "nobody claims it" true cluster-wide rather than a gap in one node's view.
+	isolated, joined := true, true
+	members := p.members()
+	for _, n := range members {
+		if len(n.Known) != 1 {
+			isolated = false
+		}
+		for _, o := range members {
+			if o != n && !knows(n, o) {
+				joined = false
+			}
+		}
+	}
+	if !isolated && !joined {
+		return nil
+	}
 	for _, sh := range p.shards {
 		if sh.master == nil {
 			p.block(ErrNotReady, "shard %s has no node that can be its master", sh.spec.Name)
@@ -221,12 +241,6 @@ func (p *planner) fillSlots() []Step {
 		give[best] = append(give[best], unassigned[next])
 		count[best]++
 	}
-	fresh := true
-	for _, n := range p.reachable() {
-		if len(n.Known) != 1 || n.Self().ConfigEpoch != 0 {
-			fresh = false
-		}
-	}
 	var steps []Step
 	for i, sh := range p.shards {
 		if len(give[i]) == 0 {
@@ -234,7 +248,7 @@ func (p *planner) fillSlots() []Step {
 		}
 		steps = append(steps, Step{Kind: StepAddSlots, Node: sh.master.Endpoint.Name, Slots: RangesOf(give[i]),
 			Reason: fmt.Sprintf("assign %d unowned slots to shard %s", len(give[i]), sh.spec.Name)})
-		if fresh {
+		if self := sh.master.Self(); len(sh.master.Known) == 1 && self.ConfigEpoch == 0 {
 			steps = append(steps, Step{Kind: StepSetEpoch, Node: sh.master.Endpoint.Name, Epoch: uint64(i + 1),
 				Reason: "distinct config epoch before the first meet"})
 		}
@@ -633,7 +647,9 @@ func (p *planner) involvedMasters() ([]*NodeView, bool) {
 	ok := true
 	for _, sh := range p.shards {
 		if sh.master == nil {
-			p.wait("shard %s has no reachable master", sh.spec.Name)
+			// Pods not up yet, or every node of the shard replicates another shard: nothing
+			// Redis resolves by itself.
+			p.block(ErrNotReady, "shard %s has no reachable master nor an empty master to promote", sh.spec.Name)
 			ok = false
 			continue
 		}

@@ -105,16 +105,36 @@ func (s *SlotSet) Len() int {
 // Slots lists the slots in ascending order.
 func (s *SlotSet) Slots() []int {
 	out := make([]int, 0, s.Len())
-	for i := range NumSlots {
-		if s.Has(i) {
-			out = append(out, i)
+	for wi, w := range s.words {
+		for w != 0 {
+			b := bits.TrailingZeros64(w)
+			out = append(out, wi*64+b)
+			w &^= 1 << b
 		}
 	}
 	return out
 }
 
 // Ranges lists the set as maximal ascending ranges.
-func (s *SlotSet) Ranges() []SlotRange { return RangesOf(s.Slots()) }
+func (s *SlotSet) Ranges() []SlotRange {
+	var out []SlotRange
+	start := -1
+	for i := 0; i <= NumSlots; i++ {
+		in := i < NumSlots && s.words[i/64]&(1<<(i%64)) != 0
+		if i%64 == 0 && i < NumSlots && start < 0 && s.words[i/64] == 0 {
+			i += 63 // skip an empty word
+			continue
+		}
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			out = append(out, SlotRange{Start: start, End: i - 1})
+			start = -1
+		}
+	}
+	return out
+}
 
 // RangesOf compresses ascending slots into maximal ranges.
 func RangesOf(slots []int) []SlotRange {

@@ -1,0 +1,280 @@
+package topology
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The captured 3×1 cluster: shard-N = master + replica, as in testdata/README.md.
+var fixtureIDs = map[string]string{
+	"s0-0": "674621af07b2b4da279dafcee969efb87cb26e0f", // 127.0.0.2, master 0-5460
+	"s0-1": "57f0178f9883b5f5abd05871128ca7d1c1445675", // 127.0.0.6
+	"s1-0": "7506852052dcaab8c273a68ffbb71cc06c61e9f9", // 127.0.0.3, master 5461-10922
+	"s1-1": "928eb96a408a4fa38cf7684cfb4dd1b807ceb851", // 127.0.0.7
+	"s2-0": "6c4100c6760f71366dcfecccb1863248a3132dc5", // 127.0.0.4, master 10923-16383
+	"s2-1": "5ee39e606c26e07ae80576974dea71b5ae9a3bc7", // 127.0.0.5
+}
+
+func fixtureDesired(addrs map[string]string) Desired {
+	ep := func(name, def string) Endpoint {
+		if a, ok := addrs[name]; ok {
+			return Endpoint{Name: name, Addr: a}
+		}
+		return Endpoint{Name: name, Addr: def}
+	}
+	return Desired{
+		Shards: []ShardSpec{
+			{Name: "s0", Nodes: []Endpoint{ep("s0-0", "127.0.0.2:6379"), ep("s0-1", "127.0.0.6:6379")}},
+			{Name: "s1", Nodes: []Endpoint{ep("s1-0", "127.0.0.3:6379"), ep("s1-1", "127.0.0.7:6379")}},
+			{Name: "s2", Nodes: []Endpoint{ep("s2-0", "127.0.0.4:6379"), ep("s2-1", "127.0.0.5:6379")}},
+		},
+		ReplicasPerShard: 1,
+	}
+}
+
+// nodeFromTable builds the view of endpoint ep from a CLUSTER NODES capture taken on some
+// node: the myself flag moves to ep's own entry, so one capture yields every node's view of
+// a cluster whose tables agree.
+func nodeFromTable(t *testing.T, text string, ep Endpoint, id string) *NodeView {
+	t.Helper()
+	recs, err := ParseClusterNodes(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for i := range recs {
+		recs[i].Flags.Myself = recs[i].ID == id
+		if recs[i].ID == id {
+			found = true
+			recs[i].Connected = true
+			recs[i].Flags.PFail, recs[i].Flags.Fail = false, false
+		}
+	}
+	if !found {
+		t.Fatalf("%s not in table", id)
+	}
+	n := &NodeView{Endpoint: ep, ID: id, Known: recs, NodeTimeout: 3 * time.Second}
+	n.Info = ClusterInfo{State: "ok"}
+	if self := n.Self(); self.Flags.Replica {
+		n.Replication = ReplicationInfo{Role: "slave", MasterLinkUp: true}
+	} else {
+		n.Replication = ReplicationInfo{Role: "master"}
+	}
+	return n
+}
+
+type viewOpt func(*ClusterView)
+
+func fixtureView(t *testing.T, file string, d Desired, opts ...viewOpt) *ClusterView {
+	t.Helper()
+	text := fixture(t, file)
+	v := &ClusterView{ObservedAt: time.UnixMilli(1795975300000)}
+	for _, ep := range d.endpoints() {
+		v.Nodes = append(v.Nodes, nodeFromTable(t, text, ep, fixtureIDs[ep.Name]))
+	}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+func down(names ...string) viewOpt {
+	return func(v *ClusterView) {
+		for _, n := range v.Nodes {
+			for _, name := range names {
+				if n.Endpoint.Name == name {
+					*n = NodeView{Endpoint: n.Endpoint, Err: errors.New("connection refused")}
+				}
+			}
+		}
+	}
+}
+
+// table replaces one node's view with another capture (for views that disagree).
+func table(t *testing.T, name, file string) viewOpt {
+	return func(v *ClusterView) {
+		for i, n := range v.Nodes {
+			if n.Endpoint.Name == name {
+				v.Nodes[i] = nodeFromTable(t, fixture(t, file), n.Endpoint, fixtureIDs[name])
+			}
+		}
+	}
+}
+
+func stateFail(names ...string) viewOpt {
+	return func(v *ClusterView) {
+		for _, n := range v.Nodes {
+			for _, name := range names {
+				if n.Endpoint.Name == name && n.Reachable() {
+					n.Info.State = "fail"
+				}
+			}
+		}
+	}
+}
+
+func stepStrings(steps []Step) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.String()
+	}
+	return out
+}
+
+func TestPlanFixtures(t *testing.T) {
+	healthy := fixtureDesired(nil)
+	newIPs := fixtureDesired(map[string]string{ // full-restart-new-ips: where each node came back
+		"s0-0": "127.0.0.20:6379", "s1-0": "127.0.0.21:6379", "s2-1": "127.0.0.23:6379",
+		"s1-1": "127.0.0.24:6379", "s0-1": "127.0.0.25:6379", "s2-0": "127.0.0.22:6379",
+	})
+	cases := []struct {
+		name    string
+		file    string
+		desired Desired
+		opts    []viewOpt
+		want    []string
+		wantErr error
+	}{
+		{name: "healthy cluster is converged", file: "healthy-3x1.cluster-nodes.txt", desired: healthy},
+		{
+			name: "handshake to a dead address is left to time out", file: "handshake.cluster-nodes.txt", desired: healthy,
+			// In this capture 127.0.0.5 follows 127.0.0.4 as in the healthy one.
+		},
+		{
+			name: "open slot on both sides is finished", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{table(t, "s0-0", "open-slot.importing-side.cluster-nodes.txt"), table(t, "s1-0", "open-slot.migrating-side.cluster-nodes.txt")},
+			want: []string{"Migrate 5461 s1-0 -> s0-0"},
+		},
+		{
+			name: "importing side only: the source still owns the slot, so the move is finished", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{table(t, "s0-0", "open-slot.importing-side.cluster-nodes.txt")},
+			want: []string{"Migrate 5461 s1-0 -> s0-0"},
+		},
+		{
+			name: "master down before fail?: wait for Redis", file: "master-down.pfail.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{down("s2-0")},
+			want: []string{"Wait: waiting for Redis to promote a replica of unreachable master 6c4100c6760f71366dcfecccb1863248a3132dc5 (5461 slots)"},
+		},
+		{
+			name: "promoted replica: forget the dead master everywhere, then report the missing pod", file: "master-down.failed-and-promoted.cluster-nodes.txt", desired: healthy,
+			opts:    []viewOpt{down("s2-0")},
+			// The missing pod is reported (ErrNotReady) on the next pass, once nothing is left to do.
+			want: []string{"Forget 6c4100c6760f71366dcfecccb1863248a3132dc5 on s0-0,s0-1,s1-0,s1-1,s2-1"},
+		},
+		{
+			name: "old master back as replica of the promoted one: converged", file: "old-master-back-as-replica.cluster-nodes.txt", desired: healthy,
+		},
+		{
+			name: "full restart on new IPs: the anchor meets everyone at the new address", file: "full-restart-new-ips.cluster-nodes.txt", desired: newIPs,
+			opts: []viewOpt{stateFail("s0-0", "s0-1", "s1-0", "s1-1", "s2-0", "s2-1")},
+			want: []string{"Meet s0-0 -> s0-1", "Meet s0-0 -> s1-0", "Meet s0-0 -> s1-1", "Meet s0-0 -> s2-0", "Meet s0-0 -> s2-1"},
+		},
+		{
+			name: "after the meet, masters still flagged fail: wait (never reset)", file: "full-restart-after-meet.cluster-nodes.txt", desired: newIPs,
+			opts: []viewOpt{stateFail("s0-0", "s0-1", "s1-0", "s1-1", "s2-0", "s2-1")},
+			want: []string{"Wait: s0-0 reports cluster_state:fail"},
+		},
+		{name: "14 s later Redis cleared FAIL: converged", file: "full-restart-after-meet-plus-14s.cluster-nodes.txt", desired: newIPs},
+		{
+			name: "replica unreachable: nothing to do but report it", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{down("s1-1")}, wantErr: ErrNotReady,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.desired
+			if tc.file == "master-down.failed-and-promoted.cluster-nodes.txt" || tc.file == "old-master-back-as-replica.cluster-nodes.txt" {
+				// s2-1 (127.0.0.5) is now the master of shard s2.
+				d = fixtureDesired(nil)
+			}
+			v := fixtureView(t, tc.file, d, tc.opts...)
+			steps, err := Plan(v, d)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			got := stepStrings(steps)
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			// Pure and deterministic: the same input plans the same steps.
+			again, _ := Plan(v, d)
+			if strings.Join(stepStrings(again), "\n") != strings.Join(got, "\n") {
+				t.Fatal("Plan is not deterministic")
+			}
+		})
+	}
+}
+
+func TestPlanTakeoverWhenRedisDoesNotPromote(t *testing.T) {
+	d := fixtureDesired(nil)
+	v := fixtureView(t, "master-down.pfail.cluster-nodes.txt", d, down("s2-0"))
+	for _, n := range v.Nodes {
+		if r := n.Lookup(fixtureIDs["s2-0"]); r != nil && n.Reachable() {
+			r.Flags.PFail = true // no majority: never reaches fail
+		}
+	}
+	// Last pong at 1795975255000; 6 node timeouts of 3 s later the replica takes over.
+	v.ObservedAt = time.UnixMilli(1795975255000).Add(17 * time.Second)
+	if steps, _ := Plan(v, d); steps[0].Kind != StepWait {
+		t.Fatalf("too early: %v", stepStrings(steps))
+	}
+	v.ObservedAt = time.UnixMilli(1795975255000).Add(19 * time.Second)
+	steps, err := Plan(v, d)
+	if err != nil || len(steps) != 1 || steps[0].String() != "Failover s2-1 TAKEOVER" {
+		t.Fatalf("%v %v", stepStrings(steps), err)
+	}
+}
+
+func TestPlanInvalidDesired(t *testing.T) {
+	v := &ClusterView{}
+	ep := func(n, a string) Endpoint { return Endpoint{Name: n, Addr: a} }
+	cases := map[string]Desired{
+		"no shards":      {},
+		"negative":       {Shards: []ShardSpec{{Name: "a", Nodes: []Endpoint{ep("a", "1.2.3.4:1")}}}, ReplicasPerShard: -1},
+		"dup shard":      {Shards: []ShardSpec{{Name: "a"}, {Name: "a"}}},
+		"dup node":       {Shards: []ShardSpec{{Name: "a", Nodes: []Endpoint{ep("x", "1.2.3.4:1"), ep("x", "1.2.3.4:2")}}}},
+		"dup addr":       {Shards: []ShardSpec{{Name: "a", Nodes: []Endpoint{ep("x", "1.2.3.4:1")}}, {Name: "b", Nodes: []Endpoint{ep("y", "1.2.3.4:1")}}}},
+		"hostname":       {Shards: []ShardSpec{{Name: "a", Nodes: []Endpoint{ep("x", "pod.svc:6379")}}}},
+		"no port":        {Shards: []ShardSpec{{Name: "a", Nodes: []Endpoint{ep("x", "1.2.3.4")}}}},
+		"leaving dup":    {Shards: []ShardSpec{{Name: "a"}}, Leaving: []ShardSpec{{Name: "a"}}},
+		"unnamed shard":  {Shards: []ShardSpec{{Nodes: []Endpoint{ep("x", "1.2.3.4:1")}}}},
+		"unnamed node":   {Shards: []ShardSpec{{Name: "a", Nodes: []Endpoint{ep("", "1.2.3.4:1")}}}},
+		"too many shard": {Shards: make([]ShardSpec, NumSlots+1)},
+	}
+	for name, d := range cases {
+		if _, err := Plan(v, d); !errors.Is(err, ErrInvalidDesired) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestPlanRefusesToMergeANewerCluster(t *testing.T) {
+	d := fixtureDesired(nil)
+	v := fixtureView(t, "healthy-3x1.cluster-nodes.txt", d)
+	// s2-0 comes back knowing only itself, claiming 0-100 with a newer epoch than s0-0's.
+	n := v.Node("s2-0")
+	n.Known = []NodeRecord{{ID: n.ID, IP: "127.0.0.4", Port: 6379, BusPort: 16379, Connected: true,
+		Flags: NodeFlags{Myself: true, Master: true}, ConfigEpoch: 50, Slots: []SlotRange{{0, 100}}}}
+	for _, o := range v.Nodes {
+		if o != n {
+			var keep []NodeRecord
+			for _, r := range o.Known {
+				if r.ID != n.ID {
+					keep = append(keep, r)
+				}
+			}
+			o.Known = keep
+		}
+	}
+	steps, err := Plan(v, d)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("error %v, want ErrConflict", err)
+	}
+	for _, s := range steps {
+		if s.Kind == StepMeet && s.Target == "s2-0" || s.Kind == StepMigrate || s.Kind == StepAddSlots {
+			t.Fatalf("unsafe step planned: %s", s)
+		}
+	}
+}
