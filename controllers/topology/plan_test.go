@@ -159,7 +159,7 @@ func TestPlanFixtures(t *testing.T) {
 		},
 		{
 			name: "promoted replica: forget the dead master everywhere, then report the missing pod", file: "master-down.failed-and-promoted.cluster-nodes.txt", desired: healthy,
-			opts:    []viewOpt{down("s2-0")},
+			opts: []viewOpt{down("s2-0")},
 			// The missing pod is reported (ErrNotReady) on the next pass, once nothing is left to do.
 			want: []string{"Forget 6c4100c6760f71366dcfecccb1863248a3132dc5 on s0-0,s0-1,s1-0,s1-1,s2-1"},
 		},
