@@ -340,6 +340,8 @@ func (n *Node) config(port int) string {
 	line("cluster-enabled yes")
 	line("cluster-config-file nodes.conf")
 	line("cluster-node-timeout %d", n.opts.NodeTimeout.Milliseconds())
+	// Replicas start their full sync at once instead of waiting 5 s for company.
+	line("repl-diskless-sync-delay 0")
 	// Save only at shutdown (SIGTERM): no background saves while tests load data.
 	line("save 86400 1")
 	if n.opts.AppendFsyncAlways {
