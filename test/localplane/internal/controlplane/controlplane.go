@@ -61,6 +61,7 @@ var Controllers = []string{
 	"pod-garbage-collector-controller",
 	"clusterrole-aggregation-controller",
 	"ttl-after-finished-controller",
+	"ephemeral-volume-controller",
 }
 
 // Options configure Start.

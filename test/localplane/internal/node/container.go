@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +28,13 @@ import (
 // directory, reports success on fd 3, and execs the container's command,
 // through setpriv when the pod asks for another user.
 //
+// A directory of the host that the container's user may not traverse but
+// that holds a mount target (Debian's /etc/redis, say, with mode 0750) is
+// first covered with an empty tmpfs, as the directory would be a fresh one
+// in a real image; that hides only what the user could not reach anyway.
+//
 // Arguments: hostname workdir {kind src dst ro}... -- argv...
+// where kind is d (directory bind), f (file bind) or t (shadow tmpfs).
 const launcherScript = `set -e
 user_path=$PATH
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -36,7 +44,10 @@ shift 2
 while [ "$1" != "--" ]; do
 	kind=$1 src=$2 dst=$3 ro=$4
 	shift 4
-	if [ "$kind" = d ]; then
+	if [ "$kind" = t ]; then
+		mount -t tmpfs -o mode=0755 localplane-shadow "$dst"
+		continue
+	elif [ "$kind" = d ]; then
 		mkdir -p "$dst"
 	else
 		mkdir -p "$(dirname "$dst")"
@@ -114,6 +125,9 @@ type launchSpec struct {
 // output if setting up failed.
 func launch(s launchSpec) (*proctree.Process, error) {
 	args := []string{"-c", launcherScript, "localplane-launcher", s.hostname, s.workDir}
+	for _, dir := range shadowDirs(s.mounts, s.id) {
+		args = append(args, "t", "-", dir, "rw")
+	}
 	for _, m := range s.mounts {
 		kind, ro := "f", "rw"
 		if m.dir {
@@ -151,6 +165,83 @@ func launch(s launchSpec) (*proctree.Process, error) {
 	}
 	<-p.Done()
 	return nil, fmt.Errorf("setting up the container failed (exit code %d): %s", p.ExitCode(), strings.TrimSpace(setupErr.String()))
+}
+
+// shadowDirs lists, shallowest first, the existing host directories above
+// mount targets that id cannot traverse, leaving out any directory above a
+// mount source (covering it would hide the source).
+func shadowDirs(mounts []mountSpec, id identity) []string {
+	if id.uid == nil || *id.uid == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range mounts {
+		for dir := filepath.Dir(m.dst); dir != "/"; dir = filepath.Dir(dir) {
+			if seen[dir] {
+				continue
+			}
+			seen[dir] = true
+			st, err := os.Stat(dir)
+			if err != nil || !st.IsDir() || traversable(st, id) || aboveAnySource(dir, mounts) {
+				continue
+			}
+			out = append(out, dir)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return strings.Count(out[i], "/") < strings.Count(out[j], "/") })
+	// A shadowed directory hides any deeper one.
+	var top []string
+	for _, d := range out {
+		covered := false
+		for _, t := range top {
+			if strings.HasPrefix(d, t+"/") {
+				covered = true
+			}
+		}
+		if !covered {
+			top = append(top, d)
+		}
+	}
+	return top
+}
+
+func aboveAnySource(dir string, mounts []mountSpec) bool {
+	for _, m := range mounts {
+		if strings.HasPrefix(m.src, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// traversable reports whether id may search directory st (permission
+// bits of its owner, group or others, as the kernel checks them).
+func traversable(st os.FileInfo, id identity) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return true
+	}
+	mode := st.Mode().Perm()
+	switch {
+	case int64(sys.Uid) == *id.uid:
+		return mode&0o100 != 0
+	case id.inGroup(int64(sys.Gid)):
+		return mode&0o010 != 0
+	}
+	return mode&0o001 != 0
+}
+
+func (id identity) inGroup(gid int64) bool {
+	if id.gid != nil && *id.gid == gid || id.gid == nil && gid == 0 {
+		return true
+	}
+	for _, g := range id.groups {
+		if g == gid {
+			return true
+		}
+	}
+	return false
 }
 
 // limitedBuffer keeps the first max bytes written to it.

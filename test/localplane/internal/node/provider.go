@@ -441,7 +441,9 @@ func (n *Node) RunInContainer(ctx context.Context, namespace, podName, container
 // exitError carries a command's exit code back through the exec stream.
 type exitError int
 
-func (e exitError) Error() string   { return fmt.Sprintf("command terminated with non-zero exit code: %d", int(e)) }
+func (e exitError) Error() string {
+	return fmt.Sprintf("command terminated with non-zero exit code: %d", int(e))
+}
 func (e exitError) String() string  { return e.Error() }
 func (e exitError) Exited() bool    { return true }
 func (e exitError) ExitStatus() int { return int(e) }

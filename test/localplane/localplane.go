@@ -1,0 +1,206 @@
+// Package localplane runs a single-machine Kubernetes whose pods are local
+// processes: etcd, kube-apiserver and kube-controller-manager on
+// 127.0.0.1 (see internal/controlplane) and one process node (see
+// internal/node) that schedules pods to itself, gives each its own
+// 127.x.y.z address, runs its containers as processes with their volumes
+// mounted at their container paths, and provisions a directory-backed
+// PersistentVolume for every claim.
+//
+// It needs root, util-linux (nsenter, setpriv, mount), and the binaries
+// etcd, kube-apiserver and kube-controller-manager (built into bin/ by
+// `make tools`). Pods of images whose repository ends in redis or valkey
+// run /usr/bin/redis-server (Debian redis-server); redis_exporter images
+// run prometheus-redis-exporter.
+package localplane
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
+)
+
+// DefaultNodeName is the name of the process node.
+const DefaultNodeName = "localplane"
+
+// Options configure Start.
+type Options struct {
+	// StateDir holds everything the plane writes (certificates, etcd data,
+	// logs, claim volumes); it is created if missing and reused if it
+	// holds an earlier plane's state (the API objects and volume data are
+	// then still there). Required.
+	StateDir string
+	// BinDir holds etcd, kube-apiserver and kube-controller-manager.
+	// Required.
+	BinDir string
+	// NodeName names the process node; DefaultNodeName when empty.
+	NodeName string
+	// StartTimeout bounds the start of each part; 2 minutes when zero.
+	StartTimeout time.Duration
+}
+
+// Plane is a running local plane.
+type Plane struct {
+	// StateDir is the absolute state directory.
+	StateDir string
+	// Kubeconfig is the path of an admin (system:masters) kubeconfig,
+	// <StateDir>/kubeconfig.
+	Kubeconfig string
+	// RESTConfig is the admin client configuration.
+	RESTConfig *rest.Config
+	// Client is an admin clientset.
+	Client kubernetes.Interface
+	// NodeName is the name of the process node.
+	NodeName string
+
+	cp      *controlplane.ControlPlane
+	node    *node.Node
+	logFile *os.File
+}
+
+// Start runs the control plane and the process node and returns once the
+// node is Ready and pods can be created in the default namespace (its
+// service account exists). Processes of an earlier plane with the same
+// StateDir that crashed are killed first. Component logs are in
+// <StateDir>/logs. On error everything started is stopped.
+func Start(ctx context.Context, o Options) (*Plane, error) {
+	if o.StateDir == "" || o.BinDir == "" {
+		return nil, errors.New("localplane: StateDir and BinDir are required")
+	}
+	if o.NodeName == "" {
+		o.NodeName = DefaultNodeName
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 2 * time.Minute
+	}
+	stateDir, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	binDir, err := filepath.Abs(o.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(controlplane.LogDir(stateDir), 0o700); err != nil {
+		return nil, fmt.Errorf("localplane: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(controlplane.LogDir(stateDir), "node.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("localplane: %w", err)
+	}
+	redirectKlog(logFile)
+	p := &Plane{StateDir: stateDir, NodeName: o.NodeName, logFile: logFile}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Stop()
+		}
+	}()
+
+	p.cp, err = controlplane.Start(ctx, controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout})
+	if err != nil {
+		return nil, err
+	}
+	p.Kubeconfig, p.RESTConfig = p.cp.Kubeconfig, p.cp.RESTConfig
+	if p.Client, err = kubernetes.NewForConfig(p.RESTConfig); err != nil {
+		return nil, err
+	}
+	nodeConfig, err := clientcmd.BuildConfigFromFlags("", p.cp.NodeKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	nodeConfig.QPS, nodeConfig.Burst = 50, 100
+	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
+	if err != nil {
+		return nil, err
+	}
+	p.node, err = node.Start(ctx, node.Config{
+		Name: o.NodeName, StateDir: stateDir, Client: nodeClient,
+		APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.Kubelet,
+		PKI: p.cp.PKI, Log: slog.New(slog.NewTextHandler(logFile, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitServiceAccount(ctx, o.StartTimeout); err != nil {
+		return nil, err
+	}
+	ok = true
+	return p, nil
+}
+
+// waitServiceAccount waits for the controller manager to create the
+// default service account, without which the API rejects pods.
+func (p *Plane) waitServiceAccount(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		_, err := p.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			return fmt.Errorf("localplane: %w", err)
+		}
+		if exited := p.cp.Exited(); exited != nil {
+			return fmt.Errorf("localplane: %w", exited)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localplane: default service account not created (is kube-controller-manager running? see %s): %w",
+				controlplane.LogDir(p.StateDir), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Err reports a control-plane component that exited on its own, or nil.
+func (p *Plane) Err() error {
+	if p.cp == nil {
+		return nil
+	}
+	return p.cp.Exited()
+}
+
+// Stop stops every pod (SIGTERM, SIGKILL after 10 s), then the controller
+// manager, the API server and etcd, leaving no process behind. The state
+// directory stays. Stop is idempotent.
+func (p *Plane) Stop() {
+	if p.node != nil {
+		p.node.Stop(10 * time.Second)
+		p.node = nil
+	}
+	if p.cp != nil {
+		p.cp.Stop()
+		p.cp = nil
+	}
+	if p.logFile != nil {
+		p.logFile.Close()
+		p.logFile = nil
+	}
+}
+
+// redirectKlog sends client-go's klog output to the node log instead of
+// stderr.
+func redirectKlog(w *os.File) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(w)
+}
