@@ -1,7 +1,13 @@
 package kustomize
 
 import (
+	"go/ast"
+	goparser "go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +80,7 @@ func TestPrometheusRulesParse(t *testing.T) {
 		"RedisClusterStateNotOK":      {"critical", 5 * time.Minute, "redis_cluster_state"},
 		"RedisClusterSlotsNotCovered": {"critical", 5 * time.Minute, "redis_cluster_slots_ok"},
 		"RedisShardWithoutReplica":    {"warning", 15 * time.Minute, "redis_connected_slaves"},
+		"RedisClusterNotReady":        {"warning", 15 * time.Minute, "redis_cluster_ready"},
 	}
 	var names []string
 	for _, r := range rules {
@@ -132,7 +139,9 @@ func TestPrometheusRulesLabels(t *testing.T) {
 	if ep["port"] != "metrics" {
 		t.Errorf("redis-exporter scrapes port %v, want the exporter's port name metrics", ep["port"])
 	}
-	known := map[string]bool{"namespace": true, "pod": true, "instance": true, "role": true}
+	// Labels the series carry: target labels of the Prometheus Operator,
+	// the exporter's role, the operator's gauges' name.
+	known := map[string]bool{"namespace": true, "pod": true, "instance": true, "role": true, "name": true}
 	relabelings, _, _ := unstructured.NestedSlice(ep, "relabelings")
 	for _, r := range relabelings {
 		known[r.(map[string]any)["targetLabel"].(string)] = true
@@ -156,9 +165,10 @@ func TestPrometheusRulesLabels(t *testing.T) {
 						used = append(used, m.Name)
 					}
 				}
-				// Every series an alert reads comes from the exporter's job.
-				if !slices.ContainsFunc(n.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == "job" && m.Value == "redis-exporter" }) {
-					t.Errorf("%s: selector %s is not restricted to job=redis-exporter", r.Alert, n)
+				// Every series an alert reads comes from one of the two
+				// jobs the ServiceMonitors set.
+				if jobOf(n) == "" {
+					t.Errorf("%s: selector %s is not restricted to job=redis-exporter or job=redis-operator", r.Alert, n)
 				}
 			case *parser.AggregateExpr:
 				used = append(used, n.Grouping...)
@@ -169,13 +179,88 @@ func TestPrometheusRulesLabels(t *testing.T) {
 			}
 			return nil
 		})
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			// label_replace(v, dst, replacement, src, regex) adds dst.
+			if c, ok := n.(*parser.Call); ok && c.Func.Name == "label_replace" {
+				known[c.Args[1].(*parser.StringLiteral).Val] = true
+			}
+			return nil
+		})
 		for _, l := range used {
 			if !known[l] {
 				t.Errorf("%s uses label %s, which no scrape sets", r.Alert, l)
 			}
 		}
-		if !strings.Contains(r.Expr, "job=\"redis-exporter\"") {
-			t.Errorf("%s does not select job=redis-exporter", r.Alert)
+	}
+}
+
+// jobOf is the job a selector is restricted to: "redis-exporter",
+// "redis-operator", or "" for neither.
+func jobOf(vs *parser.VectorSelector) string {
+	for _, m := range vs.LabelMatchers {
+		if m.Name == "job" && m.Type == labels.MatchEqual && (m.Value == "redis-exporter" || m.Value == "redis-operator") {
+			return m.Value
 		}
+	}
+	return ""
+}
+
+// operatorGauges returns the metric names the controllers register: the
+// string literals of controllers/*.go that are redis_cluster_* names.
+func operatorGauges(t *testing.T) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "controllers", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := goparser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if v, err := strconv.Unquote(lit.Value); err == nil && operatorMetricName.MatchString(v) {
+					names[v] = true
+				}
+			}
+			return true
+		})
+	}
+	return names
+}
+
+var operatorMetricName = regexp.MustCompile(`^redis_cluster_[a-z_]+$`)
+
+// TestAlertsUseOperatorGauges: every series an alert reads from the
+// operator (job="redis-operator") is a gauge controllers/ registers.
+func TestAlertsUseOperatorGauges(t *testing.T) {
+	gauges := operatorGauges(t)
+	if len(gauges) == 0 {
+		t.Fatal("found no redis_cluster_* metric names in controllers/")
+	}
+	used := 0
+	for _, r := range prometheusRules(t) {
+		expr, err := parser.ParseExpr(r.Expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vs := range selectors(expr) {
+			if jobOf(vs) != "redis-operator" {
+				continue
+			}
+			used++
+			if !gauges[vs.Name] {
+				t.Errorf("%s reads %s, which controllers/ does not register (it has %v)", r.Alert, vs.Name, gauges)
+			}
+		}
+	}
+	if used == 0 {
+		t.Error("no alert reads the operator's gauges")
 	}
 }
