@@ -1,0 +1,143 @@
+// Package webhooks serves the RedisCluster webhooks from the operator's
+// manager: conversion between v1alpha1 and v1beta1 (controller-runtime's
+// hub-and-spoke conversion, v1beta1 being the hub), and validation of both
+// versions on top of the CRD's schema and CEL rules.
+//
+// The webhook server runs in every operator replica, not only the leader,
+// so that the API server can reach one while another replica leads: the
+// conversion webhook in particular sits on the read path of every
+// RedisCluster, and while it is unreachable nothing can read them (Argo CD
+// then shows every application holding one as Unknown).
+//
+// The serving certificate comes from package certs (self-managed, the
+// default) or from files mounted into the webhook server's CertDir (for
+// example by cert-manager).
+package webhooks
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+
+	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/webhooks/certs"
+)
+
+// The paths the webhooks are served at. The ValidatingWebhookConfiguration
+// under kustomize/base/webhook and the CRD's conversion patch name them.
+const (
+	ConvertPath          = "/convert"
+	ValidateV1beta1Path  = "/validate-cache-redis-io-v1beta1-rediscluster"
+	ValidateV1alpha1Path = "/validate-cache-redis-io-v1alpha1-rediscluster"
+)
+
+// The markers below generate kustomize/base/webhook/manifests.yaml (make
+// manifests). matchPolicy=Exact sends each version's requests to its own
+// webhook only, so a v1alpha1 request is validated once, with v1alpha1
+// field names; failurePolicy=fail never lets an unvalidated object in.
+//
+// +kubebuilder:webhook:path=/validate-cache-redis-io-v1beta1-rediscluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.redis.io,resources=redisclusters,verbs=create;update,versions=v1beta1,name=v1beta1.redisclusters.cache.redis.io,admissionReviewVersions=v1,matchPolicy=Exact,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-cache-redis-io-v1alpha1-rediscluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.redis.io,resources=redisclusters,verbs=create;update,versions=v1alpha1,name=v1alpha1.redisclusters.cache.redis.io,admissionReviewVersions=v1,matchPolicy=Exact,timeoutSeconds=10
+
+// Where the webhook server's serving certificate comes from.
+const (
+	// CertsSelfManaged: the operator makes, injects and renews its own CA and
+	// certificate (package certs). The default.
+	CertsSelfManaged = "self-managed"
+	// CertsCertManager: the certificate is mounted into the webhook server's
+	// CertDir (kustomize/components/cert-manager mounts the Secret
+	// cert-manager issues) and the CA bundle is injected by someone else
+	// (cert-manager's cainjector).
+	CertsCertManager = "cert-manager"
+)
+
+// Options configure the webhooks.
+type Options struct {
+	// ScaleInWarningFraction is the share of shards that, removed in one
+	// update, draws an admission warning. Zero means
+	// DefaultScaleInWarningFraction (one half).
+	ScaleInWarningFraction float64
+	// Certs is CertsSelfManaged (also when empty) or CertsCertManager.
+	Certs string
+	// SelfManaged configures the self-managed certificates.
+	SelfManaged certs.Options
+}
+
+// BindFlags registers the webhook flags on fs. The namespace defaults to
+// $POD_NAMESPACE (the downward API in the manager's Deployment).
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	namespace := os.Getenv("POD_NAMESPACE")
+	if namespace == "" {
+		namespace = certs.DefaultNamespace
+	}
+	fs.StringVar(&o.Certs, "webhook-certs", CertsSelfManaged,
+		"Where the webhook serving certificate comes from: self-managed (the operator issues, injects and renews it) or cert-manager (mounted into the webhook certificate directory)")
+	fs.StringVar(&o.SelfManaged.Namespace, "webhook-namespace", namespace, "Namespace of the webhook Service and of the self-managed certificate Secret")
+	fs.StringVar(&o.SelfManaged.SecretName, "webhook-secret-name", certs.DefaultSecretName, "Secret holding the self-managed webhook CA and certificate")
+	fs.StringVar(&o.SelfManaged.ServiceName, "webhook-service-name", certs.DefaultServiceName, "Service the API server reaches the webhooks through (the certificate's name)")
+	fs.StringVar(&o.SelfManaged.ValidatingWebhookConfigurationName, "webhook-configuration-name", certs.DefaultValidatingWebhookConfigurationName,
+		"ValidatingWebhookConfiguration that receives the self-managed CA bundle")
+	fs.Float64Var(&o.ScaleInWarningFraction, "webhook-scale-in-warning-fraction", DefaultScaleInWarningFraction,
+		"Share of shards that, removed in one update, draws an admission warning")
+}
+
+// Setup registers the conversion webhook and both validating webhooks with
+// the manager's webhook server, sets up the self-managed certificates
+// (certs.Setup) unless opts.Certs is CertsCertManager, and adds the
+// readiness check "webhook-server", which fails until the server accepts
+// TLS connections (and, with self-managed certificates, "webhook-certs").
+//
+// The manager's scheme must hold both API versions (v1alpha1 and v1beta1
+// AddToScheme). Call Setup before the manager starts.
+func Setup(mgr manager.Manager, opts Options) error {
+	if opts.ScaleInWarningFraction < 0 || opts.ScaleInWarningFraction > 1 {
+		return fmt.Errorf("setting up webhooks: scale-in warning fraction %v is not within (0, 1]", opts.ScaleInWarningFraction)
+	}
+	switch opts.Certs {
+	case "", CertsSelfManaged:
+		if _, err := certs.Setup(mgr, opts.SelfManaged); err != nil {
+			return err
+		}
+	case CertsCertManager:
+	default:
+		return fmt.Errorf("setting up webhooks: certificate source %q is neither %s nor %s", opts.Certs, CertsSelfManaged, CertsCertManager)
+	}
+	scheme := mgr.GetScheme()
+	for _, gv := range []schema.GroupVersion{cachev1alpha1.GroupVersion, cachev1beta1.GroupVersion} {
+		if !scheme.Recognizes(gv.WithKind("RedisCluster")) {
+			return fmt.Errorf("setting up webhooks: the manager's scheme lacks %s RedisCluster: add %s's AddToScheme", gv.Version, gv)
+		}
+	}
+	if ok, err := conversion.IsConvertible(scheme, &cachev1beta1.RedisCluster{}); err != nil || !ok {
+		return errors.Join(errors.New("setting up webhooks: RedisCluster versions are not convertible (v1beta1 must be the hub, v1alpha1 a spoke)"), err)
+	}
+
+	v := &Validator{ScaleInWarningFraction: opts.ScaleInWarningFraction}
+	// For the hub, the builder also registers the conversion webhook at
+	// /convert, as the types implement conversion.Hub and Convertible.
+	if err := ctrl.NewWebhookManagedBy(mgr).
+		For(&cachev1beta1.RedisCluster{}).
+		WithValidator(v.V1beta1()).
+		WithValidatorCustomPath(ValidateV1beta1Path).
+		Complete(); err != nil {
+		return fmt.Errorf("setting up the v1beta1 RedisCluster webhooks: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr).
+		For(&cachev1alpha1.RedisCluster{}).
+		WithValidator(v.V1alpha1()).
+		WithValidatorCustomPath(ValidateV1alpha1Path).
+		Complete(); err != nil {
+		return fmt.Errorf("setting up the v1alpha1 RedisCluster webhooks: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding the webhook server readiness check: %w", err)
+	}
+	return nil
+}

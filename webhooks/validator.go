@@ -1,0 +1,251 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// Validator validates RedisCluster objects beyond what the CRD's schema and
+// CEL rules can express. Its methods are pure: no client, no clock.
+//
+// Every rejection is an apierrors.NewInvalid error whose causes name the
+// field path; risky but allowed changes come back as admission warnings.
+type Validator struct {
+	// ScaleInWarningFraction is the share of shards (0 < f ≤ 1) that, removed
+	// in one update, draws a warning. Zero means DefaultScaleInWarningFraction.
+	ScaleInWarningFraction float64
+}
+
+// V1beta1 returns the admission validator of v1beta1 RedisClusters.
+func (v *Validator) V1beta1() admission.CustomValidator { return hubValidator{v} }
+
+// V1alpha1 returns the admission validator of v1alpha1 RedisClusters: it
+// converts the object to v1beta1, validates that, and reports the errors
+// with v1alpha1's field names.
+func (v *Validator) V1alpha1() admission.CustomValidator { return spokeValidator{v} }
+
+var groupKind = schema.GroupKind{Group: cachev1beta1.GroupVersion.Group, Kind: "RedisCluster"}
+
+// ValidateV1beta1 validates a v1beta1 RedisCluster being created (old nil)
+// or updated.
+func (v *Validator) ValidateV1beta1(old, obj *cachev1beta1.RedisCluster) (admission.Warnings, error) {
+	r := v.validateHub(old, obj, fromHub)
+	return r.admission(obj.Name)
+}
+
+// validateHub runs the spec checks, and the update checks when old is set.
+//
+// Updates ratchet: when the spec did not change (a label, a finalizer, the
+// deletion of the object) nothing is checked, so an object stored before a
+// rule existed can still be relabelled and deleted.
+func (v *Validator) validateHub(old, obj *cachev1beta1.RedisCluster, origin specOrigin) result {
+	if old != nil && (obj.DeletionTimestamp != nil || apiequality.Semantic.DeepEqual(old.Spec, obj.Spec)) {
+		return result{}
+	}
+	r := v.validateSpec(&obj.Spec, origin)
+	if old != nil {
+		u := v.validateUpdate(&old.Spec, &obj.Spec)
+		r.errs = append(r.errs, u.errs...)
+		r.warnings = append(r.warnings, u.warnings...)
+	}
+	return r
+}
+
+// admission turns a result into what a CustomValidator returns.
+func (r result) admission(name string) (admission.Warnings, error) {
+	var warnings admission.Warnings
+	for _, w := range r.warnings {
+		warnings = append(warnings, w.String())
+	}
+	if len(r.errs) == 0 {
+		return warnings, nil
+	}
+	return warnings, apierrors.NewInvalid(groupKind, name, r.errs)
+}
+
+// ValidateV1alpha1 validates a v1alpha1 RedisCluster being created (old
+// nil) or updated, through its v1beta1 form.
+func (v *Validator) ValidateV1alpha1(old, obj *cachev1alpha1.RedisCluster) (admission.Warnings, error) {
+	hub, fresh, errs := toHub(obj)
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(groupKind, obj.Name, errs)
+	}
+	var oldHub *cachev1beta1.RedisCluster
+	if old != nil {
+		var oldErrs field.ErrorList
+		if oldHub, _, oldErrs = toHub(old); len(oldErrs) > 0 {
+			// The stored object's conversion data is unreadable; judge the
+			// new object on its own.
+			oldHub = nil
+		}
+	}
+	origin := fromHub
+	if fresh {
+		origin = fromFreshSpoke
+	}
+	r := v.validateHub(oldHub, hub, origin)
+	mapped := result{}
+	for _, e := range r.errs {
+		mapped.errs = append(mapped.errs, toV1alpha1Error(e, obj, hub))
+	}
+	for _, w := range r.warnings {
+		mapped.warnings = append(mapped.warnings, toV1alpha1Warning(w))
+	}
+	if old != nil && fresh {
+		if _, had := old.Annotations[cachev1alpha1.ConversionDataAnnotation]; had {
+			mapped.warnings = append(mapped.warnings, warning{
+				field:   annotationPath.String(),
+				message: "this update removes the annotation that keeps the v1beta1 fields v1alpha1 cannot express (auth, exporter, storage size, pod placement, image, ...): they return to their defaults; update through v1beta1, or keep the annotation, to keep them",
+			})
+		}
+	}
+	return mapped.admission(obj.Name)
+}
+
+var annotationPath = field.NewPath("metadata", "annotations").Key(cachev1alpha1.ConversionDataAnnotation)
+
+// toHub converts a v1alpha1 object to v1beta1. fresh is true when the
+// object carries no conversion data, so the v1beta1-only fields are empty
+// and will take the schema defaults.
+func toHub(obj *cachev1alpha1.RedisCluster) (hub *cachev1beta1.RedisCluster, fresh bool, errs field.ErrorList) {
+	_, hasData := obj.Annotations[cachev1alpha1.ConversionDataAnnotation]
+	hub = &cachev1beta1.RedisCluster{}
+	if err := obj.DeepCopy().ConvertTo(hub); err != nil {
+		value := obj.Annotations[cachev1alpha1.ConversionDataAnnotation]
+		if len(value) > 64 {
+			value = value[:64] + "..."
+		}
+		return nil, false, field.ErrorList{field.Invalid(annotationPath, value,
+			"is not the JSON of a v1beta1 spec and status; the conversion writes it: remove it (the v1beta1-only fields then take their defaults) or restore it from the object read through v1beta1")}
+	}
+	return hub, !hasData, nil
+}
+
+// toV1alpha1Error maps an error found on the v1beta1 form of a v1alpha1
+// object back to the v1alpha1 field it comes from: spec.shards and
+// spec.replicasPerShard to spec.replicas, spec.storage.storageClassName to
+// spec.storageClass. Resources, config and metadata have the same paths in
+// both versions. Other v1beta1 fields can only come from the conversion-data
+// annotation, so their errors name the annotation and the v1beta1 field.
+func toV1alpha1Error(e *field.Error, obj *cachev1alpha1.RedisCluster, hub *cachev1beta1.RedisCluster) *field.Error {
+	out := *e
+	switch {
+	case e.Field == "spec.shards" || e.Field == "spec.replicasPerShard":
+		out.Field = "spec.replicas"
+		out.BadValue = obj.Spec.Replicas
+		out.Detail = fmt.Sprintf("gives %d shards of 1 master and %d replicas; %s %s", hub.Spec.Shards, hub.Spec.ReplicasPerShard, strings.TrimPrefix(e.Field, "spec."), e.Detail)
+	case e.Field == "spec.storage.storageClassName":
+		out.Field = "spec.storageClass"
+	case hasPathPrefix(e.Field, "spec.resources"), hasPathPrefix(e.Field, "spec.config"), hasPathPrefix(e.Field, "metadata"):
+	default:
+		out.Field = annotationPath.String()
+		out.Detail = fmt.Sprintf("v1beta1 field %s: %s", e.Field, e.ErrorBody())
+		out.Type = field.ErrorTypeInvalid
+		out.BadValue = field.OmitValueType{}
+	}
+	return &out
+}
+
+func toV1alpha1Warning(w warning) warning {
+	switch {
+	case w.field == "spec.shards" || w.field == "spec.replicasPerShard":
+		w.field = "spec.replicas"
+	case w.field == "spec.storage.storageClassName":
+		w.field = "spec.storageClass"
+	case hasPathPrefix(w.field, "spec.resources"), hasPathPrefix(w.field, "spec.config"), hasPathPrefix(w.field, "metadata"):
+	default:
+		w.message = fmt.Sprintf("v1beta1 field %s: %s", w.field, w.message)
+		w.field = annotationPath.String()
+	}
+	return w
+}
+
+// hasPathPrefix reports whether path is prefix or a field, key or index below it.
+func hasPathPrefix(path, prefix string) bool {
+	rest, ok := strings.CutPrefix(path, prefix)
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
+}
+
+// hubValidator adapts Validator to controller-runtime's CustomValidator for v1beta1.
+type hubValidator struct{ v *Validator }
+
+func (h hubValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+	rc, err := asHub(obj)
+	if err != nil {
+		return nil, err
+	}
+	return h.v.ValidateV1beta1(nil, rc)
+}
+
+func (h hubValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	old, err := asHub(oldObj)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := asHub(newObj)
+	if err != nil {
+		return nil, err
+	}
+	return h.v.ValidateV1beta1(old, rc)
+}
+
+// ValidateDelete allows every deletion: what happens to the volumes is
+// spec.storage.deleteClaimPolicy's business.
+func (hubValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// spokeValidator adapts Validator to controller-runtime's CustomValidator for v1alpha1.
+type spokeValidator struct{ v *Validator }
+
+func (s spokeValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+	rc, err := asSpoke(obj)
+	if err != nil {
+		return nil, err
+	}
+	return s.v.ValidateV1alpha1(nil, rc)
+}
+
+func (s spokeValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	old, err := asSpoke(oldObj)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := asSpoke(newObj)
+	if err != nil {
+		return nil, err
+	}
+	return s.v.ValidateV1alpha1(old, rc)
+}
+
+// ValidateDelete allows every deletion.
+func (spokeValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func asHub(obj runtime.Object) (*cachev1beta1.RedisCluster, error) {
+	rc, ok := obj.(*cachev1beta1.RedisCluster)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected a v1beta1 RedisCluster, got %T", obj))
+	}
+	return rc, nil
+}
+
+func asSpoke(obj runtime.Object) (*cachev1alpha1.RedisCluster, error) {
+	rc, ok := obj.(*cachev1alpha1.RedisCluster)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected a v1alpha1 RedisCluster, got %T", obj))
+	}
+	return rc, nil
+}
