@@ -3,14 +3,14 @@ package webhooks
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -492,4 +492,3 @@ func validatePodAffinityTerm(t *corev1.PodAffinityTerm, p *field.Path, r *result
 		r.add(metav1validation.ValidateLabelSelector(t.LabelSelector, metav1validation.LabelSelectorValidationOptions{}, p.Child("labelSelector"))...)
 	}
 }
-
