@@ -1,8 +1,12 @@
 package topology
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
@@ -28,5 +32,182 @@ func TestBootstrap(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// slotWatch polls CLUSTER INFO on the given nodes while a reconcile runs and records the
+// lowest cluster_slots_assigned and any cluster_state other than ok.
+type slotWatch struct {
+	stop     chan struct{}
+	done     chan struct{}
+	minSlots int
+	notOK    int
+}
+
+func watchSlots(t *testing.T, nodes []*redistest.Node) *slotWatch {
+	w := &slotWatch{stop: make(chan struct{}), done: make(chan struct{}), minSlots: NumSlots}
+	clients := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = n.Client()
+	}
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			text, err := clients[i%len(clients)].ClusterInfo(ctx).Result()
+			cancel()
+			if err != nil {
+				continue
+			}
+			info, err := ParseClusterInfo(text)
+			if err != nil {
+				continue
+			}
+			w.minSlots = min(w.minSlots, info.SlotsAssigned)
+			if !info.OK() {
+				w.notOK++
+			}
+		}
+	}()
+	return w
+}
+
+func (w *slotWatch) finish(t *testing.T) {
+	t.Helper()
+	close(w.stop)
+	<-w.done
+	if w.minSlots != NumSlots || w.notOK > 0 {
+		t.Fatalf("during the run a node reported only %d slots assigned, %d times cluster_state fail", w.minSlots, w.notOK)
+	}
+}
+
+func masters(c *testCluster, shards []string) []*redistest.Node {
+	var out []*redistest.Node
+	for _, s := range shards {
+		out = append(out, c.nodes[s][0])
+	}
+	return out
+}
+
+// leavingGuard, used as a progress callback, checks now and then that every leaving master
+// still owning slots is known to every remaining node: never forgotten while it owns slots.
+func leavingGuard(t *testing.T, c *testCluster, d Desired) (func(Progress), *Progress) {
+	var last Progress
+	calls := 0
+	return func(p Progress) {
+		last = p
+		calls++
+		if calls%15 != 1 {
+			return
+		}
+		v := c.observe(d)
+		for _, sh := range d.Leaving {
+			for _, ep := range sh.Nodes {
+				n := v.Node(ep.Name)
+				if !n.Reachable() || n.OwnSlots().Len() == 0 {
+					continue
+				}
+				for _, rem := range d.Shards {
+					for _, rep := range rem.Nodes {
+						if r := v.Node(rep.Name); r.Reachable() && r.Lookup(n.ID) == nil {
+							t.Errorf("%s forgot %s while it owns %d slots", rep.Name, ep.Name, n.OwnSlots().Len())
+						}
+					}
+				}
+			}
+		}
+		a := assess(v, d)
+		for _, name := range a.removable() {
+			for _, ep := range shardOfEndpoint(d, name).Nodes {
+				if n := v.Node(ep.Name); n.Reachable() && n.OwnSlots().Len() > 0 {
+					t.Errorf("shard %s removable while %s owns slots", name, ep.Name)
+				}
+			}
+		}
+	}, &last
+}
+
+// Behaviours 2 and 3: scale out with data, then scale in, checking every key each time.
+func TestScaleOutAndIn(t *testing.T) {
+	cases := []struct {
+		from, to, back, replicas int
+	}{
+		{from: 3, to: 4, back: 3, replicas: 1},
+		{from: 3, to: 8, back: 5, replicas: 0},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%d-%d-%d", tc.from, tc.to, tc.back), func(t *testing.T) {
+			c := newTestCluster(t, redistest.Options{}, Options{MigrateBatch: 300})
+			all := c.addShards(tc.from, 1+tc.replicas)
+			d := c.desired(tc.replicas, all)
+			c.assertShape(d, c.reconcile(d, nil))
+			ds := redistest.Dataset{Prefix: "k", Keys: 100_000, LargeEvery: 2000, LargeFields: 2000}
+			redistest.Load(t, c.client(d), ds)
+
+			// Scale out.
+			added := c.addShards(tc.to-tc.from, 1+tc.replicas)
+			all = append(all, added...)
+			d = c.desired(tc.replicas, all)
+			w := watchSlots(t, masters(c, all[:tc.from]))
+			var last Progress
+			res := c.reconcile(d, func(p Progress) { last = p })
+			w.finish(t)
+			c.assertShape(d, res)
+			if want := NumSlots - tc.from*(NumSlots/tc.to); last.SlotsTotal != want || last.SlotsMoved != want {
+				t.Fatalf("moved %d/%d slots, the fewest is %d", last.SlotsMoved, last.SlotsTotal, want)
+			}
+			var onNew int64
+			for _, n := range masters(c, added) {
+				onNew += n.Do("DBSIZE").(int64)
+			}
+			if last.KeysMoved != onNew || onNew == 0 {
+				t.Fatalf("progress says %d keys moved, the new masters hold %d", last.KeysMoved, onNew)
+			}
+			redistest.Verify(t, c.client(d), ds)
+
+			// Scale in: the last shards leave.
+			keep, leave := all[:tc.back], all[tc.back:]
+			d = c.desired(tc.replicas, keep, leave...)
+			w = watchSlots(t, masters(c, keep))
+			guard, lastIn := leavingGuard(t, c, d)
+			res = c.reconcile(d, guard)
+			w.finish(t)
+			if fmt.Sprint(res.Removable) != fmt.Sprint(leave) {
+				t.Fatalf("removable %v, want %v", res.Removable, leave)
+			}
+			dKeep := c.desired(tc.replicas, keep)
+			c.assertShape(dKeep, res)
+			leavingSlots := len(leave) * (NumSlots / tc.to)
+			if lastIn.SlotsMoved < leavingSlots {
+				t.Fatalf("moved %d slots, leaving shards owned at least %d", lastIn.SlotsMoved, leavingSlots)
+			}
+			v := c.observe(d)
+			for _, name := range leave {
+				for _, ep := range c.spec(name).Nodes {
+					gone := v.Node(ep.Name)
+					if gone.OwnSlots().Len() > 0 {
+						t.Fatalf("removable %s still owns slots", ep.Name)
+					}
+					for _, rem := range dKeep.endpoints() {
+						if v.Node(rem.Name).Lookup(gone.ID) != nil {
+							t.Fatalf("%s still knows removed %s", rem.Name, ep.Name)
+						}
+					}
+				}
+			}
+			// The pods go away; the cluster stays converged and the data complete.
+			for _, name := range leave {
+				for _, n := range c.nodes[name] {
+					n.Kill()
+				}
+			}
+			c.assertShape(dKeep, c.reconcile(dKeep, nil))
+			redistest.Verify(t, c.client(dKeep), ds)
+		})
 	}
 }
