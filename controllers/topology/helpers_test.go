@@ -20,7 +20,7 @@ const testNodeTimeout = 3 * time.Second
 type testCluster struct {
 	t      *testing.T
 	opts   redistest.Options
-	shards []string                   // shard names in creation order
+	shards []string                     // shard names in creation order
 	nodes  map[string][]*redistest.Node // shard name -> nodes, ordinal order
 	engine *Engine
 }
