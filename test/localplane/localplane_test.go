@@ -255,4 +255,3 @@ func conditionStatus(pod *corev1.Pod, t corev1.PodConditionType) corev1.Conditio
 	}
 	return ""
 }
-
