@@ -43,9 +43,10 @@ func (w *warnings) take() []string {
 }
 
 // startAPIServer starts kube-apiserver and etcd (envtest, with the binaries
-// `make tools` builds into bin/) with our CRD and the Prometheus Operator's
-// CRDs for the kinds the prometheus component uses (testdata/crds, from
-// prometheus-operator v0.85.0's example/prometheus-operator-crd).
+// `make tools` builds into bin/) with our CRD and the third-party CRDs of
+// the kinds our components create (testdata/crds: the Prometheus
+// Operator's ServiceMonitor and PrometheusRule, cert-manager's Certificate
+// and Issuer).
 func startAPIServer(t *testing.T) (client.Client, *warnings) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -128,6 +129,22 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 		})
 	}
+
+	// Each component on the base alone, as another overlay would use it
+	// (the cert-manager component needs cert-manager's CRDs, which
+	// testdata/crds has; argocd patches a stand-in argocd-cm).
+	t.Run("components", func(t *testing.T) {
+		for _, name := range components(t) {
+			for _, o := range renderComponent(t, name) {
+				if _, err := dryRunApply(ctx, c, o); err != nil {
+					t.Errorf("%s: %s %s: %v", name, o.GetKind(), o.GetName(), err)
+				}
+			}
+		}
+		if w := warned.take(); len(w) > 0 {
+			t.Errorf("API server warnings:\n%s", strings.Join(w, "\n"))
+		}
+	})
 
 	// The manager's pod template passes the restricted Pod Security
 	// Standard, which the Namespace enforces: a Pod made from it is
