@@ -25,6 +25,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -394,7 +395,9 @@ func (e *ensureSecretThenRotate) Start(ctx context.Context) error {
 		},
 		Type: corev1.SecretTypeOpaque,
 	}
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8, Cap: 10 * time.Second}
+	// Retry until the Secret exists: readiness stays false meanwhile (for
+	// example while the namespace is missing or RBAC forbids the create).
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 10 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		err := e.client.Create(ctx, secret)
 		switch {
@@ -409,6 +412,9 @@ func (e *ensureSecretThenRotate) Start(ctx context.Context) error {
 		}
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("creating the webhook certificate Secret %s/%s: %w", o.Namespace, o.SecretName, err)
 	}
 	for {
