@@ -127,9 +127,10 @@ var LiveConfigDefaults = map[string]string{
 
 // OperatorOwnedConfigKeys are redis.conf parameters the operator sets
 // itself, or that would break the cluster or the pods if set by a user
-// (listening address and port, cluster mode, files, credentials, command
-// renaming). A spec.config holding one of them is rejected: ValidateConfig
-// here, and the validating webhook at admission.
+// (listening address and port, cluster mode, files, credentials). A
+// spec.config holding one of them is rejected: by ValidateConfig here, as
+// a last line for clusters admitted without the validating webhook, which
+// rejects a superset of these (and checks values) at admission.
 var OperatorOwnedConfigKeys = []string{
 	"aclfile",
 	"bind",
@@ -150,7 +151,6 @@ var OperatorOwnedConfigKeys = []string{
 	"masteruser",
 	"pidfile",
 	"port",
-	"rename-command",
 	"replica-announce-ip",
 	"replica-announce-port",
 	"replicaof",

@@ -24,10 +24,10 @@ func Hash(v any) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-// setAppliedHash records on obj the Hash of obj itself (without the
+// SetAppliedHash records on obj the Hash of obj itself (without the
 // annotation), so the controller can tell whether the live object was
 // built from the same input.
-func setAppliedHash(obj metav1.Object) {
+func SetAppliedHash(obj metav1.Object) {
 	ann := obj.GetAnnotations()
 	delete(ann, AppliedHashAnnotation)
 	h := Hash(obj)

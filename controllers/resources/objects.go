@@ -21,7 +21,7 @@ func ConfigMap(rc *cachev1beta1.RedisCluster) *corev1.ConfigMap {
 		},
 		Data: map[string]string{ConfigKey: RenderConfig(rc)},
 	}
-	setAppliedHash(cm)
+	SetAppliedHash(cm)
 	return cm
 }
 
@@ -52,7 +52,7 @@ func HeadlessService(rc *cachev1beta1.RedisCluster) *corev1.Service {
 			Ports:                    ports,
 		},
 	}
-	setAppliedHash(svc)
+	SetAppliedHash(svc)
 	return svc
 }
 
@@ -75,7 +75,7 @@ func ClientService(rc *cachev1beta1.RedisCluster) *corev1.Service {
 			},
 		},
 	}
-	setAppliedHash(svc)
+	SetAppliedHash(svc)
 	return svc
 }
 
@@ -97,6 +97,6 @@ func PodDisruptionBudget(rc *cachev1beta1.RedisCluster, shard int) *policyv1.Pod
 			Selector:       &metav1.LabelSelector{MatchLabels: ShardSelector(rc.Name, shard)},
 		},
 	}
-	setAppliedHash(pdb)
+	SetAppliedHash(pdb)
 	return pdb
 }

@@ -366,7 +366,7 @@ func TestValidateConfig(t *testing.T) {
 		{config: map[string]string{"port": "7000"}, errHas: `"port" is set by the operator`},
 		{config: map[string]string{"Cluster-Enabled": "no"}, errHas: `"Cluster-Enabled" is set by the operator`},
 		{config: map[string]string{"requirepass": "x"}, errHas: "requirepass"},
-		{config: map[string]string{"rename-command": "FLUSHALL \"\""}, errHas: "rename-command"},
+		{config: map[string]string{"include": "/etc/other.conf"}, errHas: "include"},
 		{config: map[string]string{"maxmemory": "1gb\nrequirepass x"}, errHas: "line break"},
 		{config: map[string]string{"max memory": "1"}, errHas: "not a redis.conf parameter name"},
 		{config: map[string]string{"": "1"}, errHas: "not a redis.conf parameter name"},

@@ -39,7 +39,9 @@ func Secret(rc *cachev1beta1.RedisCluster, password string) *corev1.Secret {
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
 	}
-	setAppliedHash(s)
+	// No AppliedHashAnnotation: a hash of the password would let anyone
+	// who reads the annotation test guesses offline. The controller
+	// compares the data itself.
 	return s
 }
 

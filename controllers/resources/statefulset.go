@@ -64,7 +64,7 @@ func StatefulSet(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{volumeClaimTemplate(rc, shard)},
 		},
 	}
-	setAppliedHash(sts)
+	SetAppliedHash(sts)
 	return sts
 }
 

@@ -1,0 +1,123 @@
+// Command redis-operator runs the RedisCluster operator: a controller-runtime
+// manager with the RedisCluster controller, leader election, health probes
+// and Prometheus metrics. It runs in a cluster (in-cluster config) or
+// against any kubeconfig (--kubeconfig, or $KUBECONFIG).
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// serviceAccountNamespaceFile is where a pod finds its own namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+func main() {
+	var (
+		metricsAddr, probeAddr  string
+		leaderElect             bool
+		leaderElectionNamespace string
+		maxConcurrent           int
+		reconciler              controllers.RedisClusterReconciler
+	)
+	// --kubeconfig is registered on flag.CommandLine by controller-runtime
+	// (sigs.k8s.io/controller-runtime/pkg/client/config).
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (/metrics); 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes (/healthz, /readyz)")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader (a Lease) so that one replica reconciles at a time")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", defaultNamespace(),
+		"Namespace of the leader election Lease (default: $POD_NAMESPACE, the pod's own namespace, or \"default\" outside a cluster)")
+	flag.DurationVar(&reconciler.ResyncPeriod, "resync-period", controllers.DefaultResyncPeriod, "How often a settled RedisCluster is observed again")
+	flag.DurationVar(&reconciler.TopologyTimeout, "topology-timeout", controllers.DefaultTopologyTimeout,
+		"Longest topology engine run per reconcile; longer migrations continue in the next one")
+	flag.DurationVar(&reconciler.RedisTimeout, "redis-timeout", controllers.DefaultRedisTimeout, "Timeout of every Redis dial and command")
+	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
+		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
+	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(cachev1beta1.AddToScheme(scheme))
+
+	// Pods and claims are cached only for Redis pods this operator manages.
+	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "redis-operator.cache.redis.io",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		// Step down cleanly on SIGTERM so a new leader takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                   {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
+		}},
+	})
+	if err != nil {
+		log.Error(err, "Cannot create the manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+
+	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: maxConcurrent}); err != nil {
+		log.Error(err, "Cannot set up the RedisCluster controller")
+		os.Exit(1)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "Cannot add the health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "Cannot add the readiness check")
+		os.Exit(1)
+	}
+
+	log.Info("Starting the manager", "leaderElect", leaderElect, "resyncPeriod", reconciler.ResyncPeriod.String())
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "The manager stopped with an error")
+		os.Exit(1)
+	}
+}
+
+// defaultNamespace is $POD_NAMESPACE, else the namespace of the pod's
+// service account, else "default" (a process outside any cluster).
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}

@@ -1,0 +1,327 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// migrationStatusInterval is how often a long Reconcile call writes its
+// progress into status.migration.
+const migrationStatusInterval = 10 * time.Second
+
+// reconcileTopology talks to Redis. When every pod of every shard is ready
+// and the cluster is not paused, the engine's Reconcile drives the cluster
+// to spec (bounded by TopologyTimeout; a longer migration continues next
+// pass). Otherwise the ready pods are only observed, for status.
+func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	if !s.passwordKnown {
+		return ctrl.Result{}, false, nil
+	}
+	var ready []topology.Endpoint
+	allReady := len(s.shards) > 0
+	for _, sh := range s.shards {
+		allReady = allReady && sh.allReady()
+		for _, p := range sh.Pods {
+			if p.Ready {
+				ready = append(ready, p.endpoint())
+			}
+		}
+	}
+	if len(ready) == 0 {
+		return ctrl.Result{}, false, nil
+	}
+	eng := r.engine(s.password, s.log)
+	desired := s.desired()
+
+	if s.rc.Spec.Paused || !allReady {
+		octx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
+		defer cancel()
+		view, err := eng.Observe(octx, ready)
+		if err != nil {
+			return ctrl.Result{}, false, fmt.Errorf("observing Redis: %w", err)
+		}
+		s.view = view
+		s.obs.Topology = summarize(view, desired, nil)
+		return ctrl.Result{}, false, nil
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, r.TopologyTimeout)
+	defer cancel()
+	prog := &progressReporter{r: r, s: s, ctx: ctx}
+	res, err := eng.Reconcile(tctx, desired, prog.report)
+	s.result = res
+	if res != nil {
+		s.view = res.View
+	}
+	t := summarize(s.view, desired, res)
+	t.EngineRan = true
+	t.Migration = prog.migration()
+	s.obs.Topology = t
+	prog.flushEvents()
+
+	switch {
+	case err == nil:
+		return ctrl.Result{}, false, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// A long migration: the engine finished its round cleanly; go on soon.
+		t.EngineErr = fmt.Errorf("topology work continues: %s", t.Message)
+		return ctrl.Result{RequeueAfter: stepRequeue}, false, nil
+	case errors.Is(err, topology.ErrNotReady):
+		t.EngineErr = err
+		return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
+	case errors.Is(err, topology.ErrShardLost):
+		// Reported through status (ShardLost); retrying cannot help until a
+		// person sets spec.lostShardPolicy, which wakes the controller.
+		return ctrl.Result{}, false, nil
+	default:
+		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
+		return ctrl.Result{}, true, s.obs.ReconcileErr
+	}
+}
+
+// progressReporter turns the engine's progress callbacks into
+// status.migration (written every migrationStatusInterval during a long
+// call) and one event per distinct step.
+type progressReporter struct {
+	r     *RedisClusterReconciler
+	s     *scope
+	ctx   context.Context
+	last  topology.Progress
+	steps []string
+	wrote time.Time
+}
+
+// maxStepEvents bounds the events one Reconcile call emits.
+const maxStepEvents = 10
+
+func (p *progressReporter) report(pr topology.Progress) {
+	p.last = pr
+	if pr.Step != "" && !slices.Contains(p.steps, pr.Step) && !isWaitStep(pr.Step) {
+		p.steps = append(p.steps, pr.Step)
+	}
+	if pr.SlotsTotal > 0 && time.Since(p.wrote) >= migrationStatusInterval {
+		p.wrote = time.Now()
+		p.writeMigration()
+	}
+}
+
+func isWaitStep(step string) bool { return len(step) >= 4 && step[:4] == "Wait" }
+
+func (p *progressReporter) migration() *cachev1beta1.MigrationStatus {
+	if p.last.SlotsTotal == 0 {
+		return nil
+	}
+	return &cachev1beta1.MigrationStatus{
+		SlotsMoved: int32(p.last.SlotsMoved),
+		SlotsTotal: int32(p.last.SlotsTotal),
+		KeysMoved:  p.last.KeysMoved,
+	}
+}
+
+// writeMigration patches status.migration alone while the engine works.
+func (p *progressReporter) writeMigration() {
+	rc := p.s.rc
+	base := rc.DeepCopy()
+	patched := rc.DeepCopy()
+	patched.Status.Migration = p.migration()
+	ctx, cancel := context.WithTimeout(p.ctx, p.r.RedisTimeout)
+	defer cancel()
+	if err := p.r.Client.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
+		p.s.log.Info("Cannot write migration progress", "error", err.Error())
+	}
+}
+
+func (p *progressReporter) flushEvents() {
+	for i, step := range p.steps {
+		if i == maxStepEvents {
+			p.s.normal("Topology", "%d more topology steps", len(p.steps)-maxStepEvents)
+			break
+		}
+		p.s.normal("Topology", "%s", step)
+	}
+}
+
+// summarize reduces a view (and the engine's result, when it ran) to what
+// the status and the metrics need.
+func summarize(view *topology.ClusterView, desired topology.Desired, res *topology.Result) *topologyObservation {
+	t := &topologyObservation{StateOK: true}
+	if res != nil {
+		t.Converged, t.Message, t.DataLoss = res.Converged, res.Message, res.DataLoss
+	}
+	if view == nil {
+		return t
+	}
+	var assigned topology.SlotSet
+	masters := map[string]bool{}
+	reachable := 0
+	for _, n := range view.Nodes {
+		if !n.Reachable() {
+			t.Unreachable = append(t.Unreachable, n.Endpoint.Name)
+			continue
+		}
+		reachable++
+		if !n.Info.OK() {
+			t.StateOK = false
+		}
+		t.KnownNodes = max(t.KnownNodes, n.Info.KnownNodes)
+		self := n.Self()
+		if self == nil {
+			continue
+		}
+		if len(self.Importing) > 0 || len(self.Migrating) > 0 {
+			t.OpenSlots = true
+		}
+		if n.IsMaster() {
+			own := n.OwnSlots()
+			if own.Len() > 0 {
+				masters[n.ID] = true
+				for _, slot := range own.Slots() {
+					assigned.Add(slot)
+				}
+			}
+		}
+	}
+	if reachable == 0 {
+		t.StateOK = false
+	}
+	t.SlotsAssigned = assigned.Len()
+	t.CurrentShards = len(masters)
+
+	var shards []topology.ShardStatus
+	if res != nil {
+		shards = res.Shards
+	} else {
+		shards = shardsFromView(view, desired)
+	}
+	for _, sh := range shards {
+		if sh.SlotCount == 0 {
+			t.SlotsToMove = true
+		}
+		if len(sh.ReplicaNames) < desired.ReplicasPerShard {
+			t.ShortOfReplicas = append(t.ShortOfReplicas, sh.Name)
+		}
+		t.Shards = append(t.Shards, cachev1beta1.ShardStatus{
+			Name:         sh.Name,
+			MasterPod:    sh.MasterName,
+			MasterNodeID: sh.MasterNodeID,
+			ReplicaPods:  sh.ReplicaNames,
+			Slots:        sh.SlotRanges,
+		})
+	}
+	for _, l := range desired.Leaving {
+		for _, ep := range l.Nodes {
+			if n := view.Node(ep.Name); n.IsMaster() && ownsSlots(n) {
+				t.SlotsToMove = true
+			}
+		}
+	}
+	return t
+}
+
+// shardsFromView is the engine's per-shard summary for a view it did not
+// reconcile: a shard's master is the node of the shard that says it is a
+// master and owns slots; its replicas are the shard's nodes that follow it.
+func shardsFromView(view *topology.ClusterView, desired topology.Desired) []topology.ShardStatus {
+	var out []topology.ShardStatus
+	for _, spec := range desired.Shards {
+		st := topology.ShardStatus{Name: spec.Name}
+		var master *topology.NodeView
+		for _, ep := range spec.Nodes {
+			if n := view.Node(ep.Name); n.IsMaster() && ownsSlots(n) {
+				master = n
+				break
+			}
+		}
+		if master != nil {
+			own := master.OwnSlots()
+			st.MasterName, st.MasterNodeID, st.SlotCount = master.Endpoint.Name, master.ID, own.Len()
+			for _, rg := range own.Ranges() {
+				st.SlotRanges = append(st.SlotRanges, rg.String())
+			}
+			for _, ep := range spec.Nodes {
+				if n := view.Node(ep.Name); n.Reachable() && n.MasterID() == master.ID {
+					st.ReplicaNames = append(st.ReplicaNames, ep.Name)
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// removeLeftShards deletes the StatefulSet, PDB and claims of every
+// leaving shard the engine reports removable: it owns no slot and every
+// other node has forgotten it, so its data is elsewhere.
+func (r *RedisClusterReconciler) removeLeftShards(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	if s.result == nil || s.rc.Spec.Paused {
+		return ctrl.Result{}, false, nil
+	}
+	for _, name := range s.result.Removable {
+		idx, ok := resources.ShardIndex(s.rc.Name, name)
+		if !ok || idx < int(s.rc.Spec.Shards) {
+			continue
+		}
+		sts, ok := s.statefulSets[idx]
+		if !ok {
+			continue
+		}
+		s.log.Info("Removing drained shard", "shard", name)
+		if err := r.Client.Delete(ctx, sts, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, true, fmt.Errorf("deleting StatefulSet %s: %w", name, err)
+		}
+		pdb := &policyv1.PodDisruptionBudget{}
+		pdb.Namespace, pdb.Name = s.rc.Namespace, resources.PDBName(s.rc.Name, idx)
+		if err := r.Client.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, true, fmt.Errorf("deleting PodDisruptionBudget %s: %w", pdb.Name, err)
+		}
+		if err := r.deleteClaims(ctx, s.rc, map[string]string{resources.LabelShard: fmt.Sprint(idx)}); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		delete(s.statefulSets, idx)
+		s.acted = true
+		s.normal("ShardRemoved", "Shard %s owns no slots and was forgotten by the cluster: deleted its StatefulSet and claims", name)
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// deleteClaims deletes the cluster's PVCs that also match extra labels.
+// Claims still mounted are only marked: Kubernetes' PVC protection removes
+// them when their pod is gone.
+func (r *RedisClusterReconciler) deleteClaims(ctx context.Context, rc *cachev1beta1.RedisCluster, extra map[string]string) error {
+	sel := client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}
+	for k, v := range extra {
+		sel[k] = v
+	}
+	var list corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(rc.Namespace), sel); err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	for i := range list.Items {
+		pvc := &list.Items[i]
+		if pvc.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting claim %s: %w", pvc.Name, err)
+		}
+	}
+	return nil
+}
+
+func ownsSlots(n *topology.NodeView) bool {
+	own := n.OwnSlots()
+	return own.Len() > 0
+}

@@ -1,0 +1,81 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// deletionRetry is how soon deletion cleanup is tried again.
+const deletionRetry = 2 * time.Second
+
+// reconcileDelete runs while the RedisCluster is being deleted. No
+// topology work runs any more (only this function is called). With
+// spec.storage.deleteClaimPolicy Delete the cluster's PVCs are deleted
+// (PVC protection removes them once garbage collection has stopped their
+// pods); with Retain they stay, with their data. Then the finalizer goes,
+// and garbage collection deletes the owned children.
+//
+// Deletion never hangs: the annotation cache.redis.io/skip-cleanup=true
+// removes the finalizer at once, and when cleanup keeps failing for
+// DeletionTimeout after the deletion request the finalizer is removed
+// anyway, with a Warning event naming what was left.
+func (r *RedisClusterReconciler) reconcileDelete(ctx context.Context, rc *cachev1beta1.RedisCluster) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	r.metrics.forget(rc.Namespace, rc.Name)
+	if !controllerutil.ContainsFinalizer(rc, cachev1beta1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if rc.Annotations[cachev1beta1.SkipCleanupAnnotation] == "true" {
+		log.Info("Skipping cleanup on request", "annotation", cachev1beta1.SkipCleanupAnnotation)
+		r.Recorder.Eventf(rc, corev1.EventTypeNormal, "CleanupSkipped",
+			"Annotation %s=true: PVCs are left as they are", cachev1beta1.SkipCleanupAnnotation)
+		return ctrl.Result{}, r.updateFinalizer(ctx, rc, false)
+	}
+
+	err := r.cleanup(ctx, rc)
+	if err == nil {
+		log.Info("Cleanup done; removing finalizer", "deleteClaimPolicy", rc.Spec.Storage.DeleteClaimPolicy)
+		return ctrl.Result{}, r.updateFinalizer(ctx, rc, false)
+	}
+	deadline := rc.DeletionTimestamp.Add(r.DeletionTimeout)
+	now := r.Clock.Now()
+	if !now.Before(deadline) {
+		log.Info("Cleanup did not finish in time; removing finalizer", "timeout", r.DeletionTimeout.String(), "error", err.Error())
+		r.Recorder.Eventf(rc, corev1.EventTypeWarning, "CleanupTimedOut",
+			"Cleanup did not finish within %s; removed the finalizer anyway: %v", r.DeletionTimeout, err)
+		return ctrl.Result{}, r.updateFinalizer(ctx, rc, false)
+	}
+	log.Info("Cleanup not done yet", "error", err.Error())
+	return ctrl.Result{RequeueAfter: min(deletionRetry, deadline.Sub(now))}, nil
+}
+
+// cleanup does what deleteClaimPolicy asks and reports what is left: nil
+// when every claim is gone or being deleted.
+func (r *RedisClusterReconciler) cleanup(ctx context.Context, rc *cachev1beta1.RedisCluster) error {
+	if rc.Spec.Storage.DeleteClaimPolicy != cachev1beta1.DeleteClaimDelete {
+		return nil
+	}
+	if err := r.deleteClaims(ctx, rc, nil); err != nil {
+		return err
+	}
+	var list corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(rc.Namespace),
+		client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	for _, pvc := range list.Items {
+		if pvc.DeletionTimestamp == nil {
+			return fmt.Errorf("claim %s is not deleted yet", pvc.Name)
+		}
+	}
+	return nil
+}

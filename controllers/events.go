@@ -1,0 +1,48 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// emitTransitionEvents records the pass's action events and one event per
+// condition transition worth a person's attention: Ready turning True or
+// False, Degraded turning True (Warning, with its reason), and a new kind
+// of progress (scaling, upgrading, bootstrapping). A pass that changes
+// nothing emits nothing.
+func (r *RedisClusterReconciler) emitTransitionEvents(s *scope) {
+	old := s.original.Status.Conditions
+	cur := s.rc.Status.Conditions
+	get := func(list []metav1.Condition, t string) *metav1.Condition { return meta.FindStatusCondition(list, t) }
+
+	if o, n := get(old, cachev1beta1.RedisClusterDegradedCondition), get(cur, cachev1beta1.RedisClusterDegradedCondition); n != nil &&
+		n.Status == "True" && (o == nil || o.Status != "True" || o.Reason != n.Reason) {
+		s.warning(n.Reason, "%s", n.Message)
+	}
+	if o, n := get(old, cachev1beta1.RedisClusterProgressingCondition), get(cur, cachev1beta1.RedisClusterProgressingCondition); n != nil &&
+		n.Status == "True" && (o == nil || o.Status != "True" || o.Reason != n.Reason) {
+		switch n.Reason {
+		case cachev1beta1.RedisClusterScalingReason, cachev1beta1.RedisClusterUpgradingReason, cachev1beta1.RedisClusterBootstrappingReason:
+			s.normal(n.Reason, "%s", n.Message)
+		}
+	}
+	if o, n := get(old, cachev1beta1.RedisClusterReadyCondition), get(cur, cachev1beta1.RedisClusterReadyCondition); n != nil && o != nil && o.Status != n.Status {
+		if n.Status == "True" {
+			s.normal("Ready", "%s", n.Message)
+		} else if o.Status == "True" {
+			s.normal("NotReady", "%s: %s", n.Reason, n.Message)
+		}
+	} else if n != nil && o == nil && n.Status == "True" {
+		s.normal("Ready", "%s", n.Message)
+	}
+	for _, e := range s.events {
+		typ := corev1.EventTypeNormal
+		if e.warning {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Event(s.rc, typ, e.reason, e.message)
+	}
+}

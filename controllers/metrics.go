@@ -1,0 +1,89 @@
+package controllers
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// clusterMetrics are the redis_cluster_* gauges, one series per
+// RedisCluster (labels namespace and name), registered in
+// controller-runtime's metrics.Registry beside its reconcile metrics and
+// served on the manager's metrics endpoint. They show the last
+// observation; a cluster whose nodes were not observed in a pass keeps
+// its previous values except readiness and phase.
+type clusterMetrics struct {
+	stateOK       *prometheus.GaugeVec
+	slotsAssigned *prometheus.GaugeVec
+	knownNodes    *prometheus.GaugeVec
+	migrating     *prometheus.GaugeVec
+	shards        *prometheus.GaugeVec
+	readyPods     *prometheus.GaugeVec
+	ready         *prometheus.GaugeVec
+}
+
+var (
+	metricsOnce sync.Once
+	theMetrics  *clusterMetrics
+)
+
+// registerMetrics creates and registers the gauges once per process.
+func registerMetrics() *clusterMetrics {
+	metricsOnce.Do(func() {
+		labels := []string{"namespace", "name"}
+		gauge := func(name, help string) *prometheus.GaugeVec {
+			return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+		}
+		theMetrics = &clusterMetrics{
+			stateOK:       gauge("redis_cluster_state_ok", "1 when every reachable Redis node reports cluster_state:ok (CLUSTER INFO), else 0."),
+			slotsAssigned: gauge("redis_cluster_slots_assigned", "Hash slots (of 16384) owned by a reachable master."),
+			knownNodes:    gauge("redis_cluster_known_nodes", "Nodes in the cluster as a Redis node knows it (cluster_known_nodes of CLUSTER INFO, highest over nodes)."),
+			migrating:     gauge("redis_cluster_migrations_in_progress", "1 while slots are being migrated or are open (importing/migrating), else 0."),
+			shards:        gauge("redis_cluster_shards", "Masters that own slots."),
+			readyPods:     gauge("redis_cluster_ready_pods", "Redis pods that are ready, masters and replicas."),
+			ready:         gauge("redis_cluster_ready", "1 when the RedisCluster's Ready condition is True, else 0."),
+		}
+		metrics.Registry.MustRegister(theMetrics.stateOK, theMetrics.slotsAssigned, theMetrics.knownNodes,
+			theMetrics.migrating, theMetrics.shards, theMetrics.readyPods, theMetrics.ready)
+	})
+	return theMetrics
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observe records rc's status and, when Redis was observed, its topology.
+func (m *clusterMetrics) observe(rc *cachev1beta1.RedisCluster, t *topologyObservation) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"namespace": rc.Namespace, "name": rc.Name}
+	m.readyPods.With(l).Set(float64(rc.Status.ReadyReplicas))
+	m.ready.With(l).Set(b2f(rc.Status.Phase == cachev1beta1.PhaseReady))
+	if t == nil {
+		return
+	}
+	m.stateOK.With(l).Set(b2f(t.StateOK))
+	m.slotsAssigned.With(l).Set(float64(t.SlotsAssigned))
+	m.knownNodes.With(l).Set(float64(t.KnownNodes))
+	m.migrating.With(l).Set(b2f(t.OpenSlots || (t.Migration != nil && t.Migration.SlotsMoved < t.Migration.SlotsTotal)))
+	m.shards.With(l).Set(float64(t.CurrentShards))
+}
+
+// forget drops the series of a deleted RedisCluster.
+func (m *clusterMetrics) forget(namespace, name string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"namespace": namespace, "name": name}
+	for _, g := range []*prometheus.GaugeVec{m.stateOK, m.slotsAssigned, m.knownNodes, m.migrating, m.shards, m.readyPods, m.ready} {
+		g.Delete(l)
+	}
+}

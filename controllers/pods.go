@@ -1,0 +1,177 @@
+package controllers
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// podInfo is one Redis pod as the controller sees it.
+type podInfo struct {
+	Name        string
+	Ordinal     int
+	IP          string
+	Ready       bool
+	Terminating bool
+	// Hash is the pod's TemplateHashAnnotation.
+	Hash    string
+	Created time.Time
+}
+
+// shardPods is one shard: its StatefulSet (if any) and its pods.
+type shardPods struct {
+	Index int
+	Name  string
+	// Desired: the shard is one of spec.shards (not leaving).
+	Desired bool
+	// Expected is the number of pods the shard should run.
+	Expected int
+	// DesiredHash is the template hash the shard's pods should carry.
+	DesiredHash string
+	// TemplateCurrent: the StatefulSet carries DesiredHash and its
+	// controller has observed that generation, so a pod deleted now comes
+	// back with the new template.
+	TemplateCurrent bool
+	Pods            []podInfo
+}
+
+// groupPods sorts pods into shards. stsByIndex holds the live StatefulSets
+// by shard index; desired is spec.shards. Pods of unknown shards are
+// ignored (their StatefulSet is gone and they are terminating).
+func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) string,
+	stsByIndex map[int]*appsv1.StatefulSet, pods []corev1.Pod) []*shardPods {
+	byIndex := map[int]*shardPods{}
+	get := func(i int) *shardPods {
+		if s, ok := byIndex[i]; ok {
+			return s
+		}
+		s := &shardPods{Index: i, Name: resources.StatefulSetName(rc, i), Desired: i < desired}
+		byIndex[i] = s
+		return s
+	}
+	for i := 0; i < desired; i++ {
+		s := get(i)
+		s.Expected = 1 + replicasPerShard
+		s.DesiredHash = desiredHash(i)
+	}
+	for i, sts := range stsByIndex {
+		s := get(i)
+		if !s.Desired {
+			s.Expected = int(ptrOr(sts.Spec.Replicas, 1))
+			s.DesiredHash = sts.Spec.Template.Annotations[resources.TemplateHashAnnotation]
+		}
+		s.TemplateCurrent = sts.Spec.Template.Annotations[resources.TemplateHashAnnotation] == s.DesiredHash &&
+			sts.Status.ObservedGeneration >= sts.Generation
+	}
+	for i := range pods {
+		p := &pods[i]
+		shard, ordinal, ok := resources.PodOrdinal(rc, p.Name)
+		if !ok {
+			continue
+		}
+		s, ok := byIndex[shard]
+		if !ok {
+			continue
+		}
+		s.Pods = append(s.Pods, podInfo{
+			Name:        p.Name,
+			Ordinal:     ordinal,
+			IP:          p.Status.PodIP,
+			Ready:       podReady(p),
+			Terminating: p.DeletionTimestamp != nil,
+			Hash:        p.Annotations[resources.TemplateHashAnnotation],
+			Created:     p.CreationTimestamp.Time,
+		})
+	}
+	out := make([]*shardPods, 0, len(byIndex))
+	for _, s := range byIndex {
+		slices.SortFunc(s.Pods, func(a, b podInfo) int { return a.Ordinal - b.Ordinal })
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *shardPods) int { return a.Index - b.Index })
+	return out
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// allReady reports whether every shard runs exactly its expected pods,
+// all ready: only then does the engine get to change the topology.
+func (s *shardPods) allReady() bool {
+	if len(s.Pods) != s.Expected {
+		return false
+	}
+	for _, p := range s.Pods {
+		if !p.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// endpoint is the engine's address of a pod.
+func (p podInfo) endpoint() topology.Endpoint {
+	return topology.Endpoint{Name: p.Name, Addr: net.JoinHostPort(p.IP, strconv.Itoa(resources.RedisPort))}
+}
+
+// spec is the shard as the engine wants it: every pod, in ordinal order.
+func (s *shardPods) spec() topology.ShardSpec {
+	out := topology.ShardSpec{Name: s.Name}
+	for _, p := range s.Pods {
+		out.Nodes = append(out.Nodes, p.endpoint())
+	}
+	return out
+}
+
+// podsSummary counts expected and ready pods over the desired and leaving
+// shards and lists the missing or unready ones. An existing pod that is
+// not ready and older than podStartGrace is overdue; a missing pod is only
+// pending (the StatefulSet controller creates it).
+func podsSummary(shards []*shardPods, now time.Time) podsObservation {
+	var o podsObservation
+	for _, s := range shards {
+		o.Expected += s.Expected
+		have := map[int]podInfo{}
+		for _, p := range s.Pods {
+			have[p.Ordinal] = p
+		}
+		for ord := 0; ord < s.Expected; ord++ {
+			p, ok := have[ord]
+			switch {
+			case ok && p.Ready:
+				o.Ready++
+			case ok:
+				o.NotReady = append(o.NotReady, p.Name)
+				if now.Sub(p.Created) > podStartGrace {
+					o.Overdue = append(o.Overdue, p.Name)
+				}
+			default:
+				o.NotReady = append(o.NotReady, s.Name+"-"+strconv.Itoa(ord))
+			}
+		}
+	}
+	return o
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

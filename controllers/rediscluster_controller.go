@@ -1,0 +1,289 @@
+// Package controllers holds the RedisCluster reconciler: it keeps a
+// RedisCluster's children (ConfigMap, Services, one StatefulSet and PDB per
+// shard, the auth Secret) in shape, drives the Redis topology through the
+// topology engine, rolls pods shard by shard, applies live config, and
+// reports what it sees in status.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// FieldOwner is the server-side apply field manager of everything the
+// controller writes.
+const FieldOwner = "redis-operator"
+
+// Defaults of the reconciler's options.
+const (
+	DefaultResyncPeriod    = 30 * time.Second
+	DefaultTopologyTimeout = 2 * time.Minute
+	DefaultRedisTimeout    = 5 * time.Second
+	DefaultDeletionTimeout = 2 * time.Minute
+
+	// busyRequeue is how soon a pass looks again while something is
+	// changing that no Kubernetes event announces (gossip, replica sync).
+	busyRequeue = 5 * time.Second
+	// stepRequeue follows a rolling-update step or a migration chunk.
+	stepRequeue = time.Second
+)
+
+// The controller's RBAC, least privilege: it never deletes Services,
+// ConfigMaps or Secrets (garbage collection does, through owner
+// references) and only reads, deletes and watches pods and claims.
+//
+// +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// RedisClusterReconciler reconciles v1beta1 RedisClusters.
+type RedisClusterReconciler struct {
+	Client   client.Client
+	Scheme   *runtime.Scheme
+	Recorder record.EventRecorder
+
+	// ResyncPeriod is how often a settled cluster is observed again.
+	ResyncPeriod time.Duration
+	// TopologyTimeout bounds one call of the engine's Reconcile; a longer
+	// migration continues in the next pass, its progress in status.migration.
+	TopologyTimeout time.Duration
+	// RedisTimeout bounds dialing and every single Redis command.
+	RedisTimeout time.Duration
+	// DeletionTimeout bounds cleanup on deletion; after it the finalizer
+	// is removed anyway, with a Warning event.
+	DeletionTimeout time.Duration
+	// Clock is the source of time (tests inject one); default real time.
+	Clock clock.PassiveClock
+
+	metrics *clusterMetrics
+}
+
+// SetupWithManager fills in defaults, registers the metrics and the field
+// index, and starts watching RedisClusters, their children and their pods.
+func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor("redis-operator")
+	}
+	if r.ResyncPeriod <= 0 {
+		r.ResyncPeriod = DefaultResyncPeriod
+	}
+	if r.TopologyTimeout <= 0 {
+		r.TopologyTimeout = DefaultTopologyTimeout
+	}
+	if r.RedisTimeout <= 0 {
+		r.RedisTimeout = DefaultRedisTimeout
+	}
+	if r.DeletionTimeout <= 0 {
+		r.DeletionTimeout = DefaultDeletionTimeout
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.metrics = registerMetrics()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1beta1.RedisCluster{}, authSecretIndex, indexAuthSecret); err != nil {
+		return fmt.Errorf("indexing RedisClusters by auth Secret: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1beta1.RedisCluster{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
+		// Pods belong to the StatefulSets; map them back by label.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[resources.LabelManagedBy] == resources.ManagedBy
+			}))).
+		// A change of the Secret that spec.auth.secretRef names.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile is one pass: get the RedisCluster, handle deletion, ensure the
+// finalizer, then run the phases of reconcileNormal and write the status
+// (deferred, and only when it changed).
+func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	rc := &cachev1beta1.RedisCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !rc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, rc)
+	}
+	if !controllerutil.ContainsFinalizer(rc, cachev1beta1.Finalizer) {
+		log.Info("Adding finalizer")
+		if err := r.updateFinalizer(ctx, rc, true); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	s := newScope(rc, r.Clock.Now(), log)
+	defer func() {
+		if err := r.updateStatus(ctx, s, retErr); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+	return r.reconcileNormal(ctx, s)
+}
+
+// phase is one step of reconcileNormal. It returns when to look again
+// (zero: no opinion) and stops the pass when stop is true.
+type phase func(ctx context.Context, s *scope) (res ctrl.Result, stop bool, err error)
+
+// reconcileNormal runs the phases in order, keeping the soonest requeue;
+// an error ends the pass (the status still records what was learned).
+func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	result := ctrl.Result{RequeueAfter: r.ResyncPeriod}
+	for _, p := range []phase{
+		r.validateSpec,
+		r.reconcileCredentials,
+		r.reconcileChildren,
+		r.observePods,
+		r.reconcileTopology,
+		r.removeLeftShards,
+		r.reconcileRollout,
+		r.reconcileLiveConfig,
+	} {
+		res, stop, err := p(ctx, s)
+		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {
+			result.RequeueAfter = res.RequeueAfter
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if stop {
+			break
+		}
+	}
+	if s.busy() && result.RequeueAfter > busyRequeue {
+		result.RequeueAfter = busyRequeue
+	}
+	return result, nil
+}
+
+// validateSpec stops the pass for a spec that can never be reconciled (the
+// webhook rejects it at admission; this covers clusters without it).
+func (r *RedisClusterReconciler) validateSpec(_ context.Context, s *scope) (ctrl.Result, bool, error) {
+	if err := resources.ValidateConfig(s.rc.Spec.Config); err != nil {
+		s.obs.SpecErr = err
+		return ctrl.Result{}, true, reconcile.TerminalError(err)
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// updateFinalizer adds or removes the finalizer, re-reading the object on
+// conflict.
+func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev1beta1.RedisCluster, add bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest := &cachev1beta1.RedisCluster{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(rc), latest); err != nil {
+			return err
+		}
+		changed := false
+		if add {
+			changed = controllerutil.AddFinalizer(latest, cachev1beta1.Finalizer)
+		} else {
+			changed = controllerutil.RemoveFinalizer(latest, cachev1beta1.Finalizer)
+		}
+		if !changed {
+			latest.DeepCopyInto(rc)
+			return nil
+		}
+		if err := r.Client.Update(ctx, latest); err != nil {
+			return err
+		}
+		latest.DeepCopyInto(rc)
+		return nil
+	})
+}
+
+// updateStatus computes the status from the pass's observation, emits
+// events for transitions, updates the metrics, and writes the status
+// subresource only when it changed (a merge patch, so it never conflicts).
+func (r *RedisClusterReconciler) updateStatus(ctx context.Context, s *scope, passErr error) error {
+	rc := s.rc
+	succeeded := passErr == nil
+	if passErr != nil && s.obs.SpecErr == nil && s.obs.ReconcileErr == nil {
+		s.obs.ReconcileErr = passErr
+	}
+	applyObservation(rc, &s.obs, s.now, succeeded)
+	health := r.computeHealth(ctx, s)
+	rc.Status.Health = &health
+	r.metrics.observe(rc, s.obs.Topology)
+	r.emitTransitionEvents(s)
+
+	if equality.Semantic.DeepEqual(s.original.Status, rc.Status) {
+		return nil
+	}
+	s.log.V(1).Info("Writing status", "phase", rc.Status.Phase)
+	if err := r.Client.Status().Patch(ctx, rc, client.MergeFrom(s.original)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}
+
+// engine returns a topology engine that authenticates with password and
+// bounds every dial and command by RedisTimeout.
+func (r *RedisClusterReconciler) engine(password string, log logr.Logger) *topology.Engine {
+	return topology.New(topology.Options{
+		Password:       password,
+		DialTimeout:    r.RedisTimeout,
+		CommandTimeout: r.RedisTimeout,
+		Logger:         log.WithName("topology"),
+	})
+}
+
+// isTransient reports engine errors that clear by themselves: nodes still
+// starting, or a chunk of a long migration that hit TopologyTimeout.
+func isTransient(err error) bool {
+	return errors.Is(err, topology.ErrNotReady) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,91 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// scope is what the phases of one pass share.
+type scope struct {
+	// rc is the working copy; the phases fill in its status.
+	rc *cachev1beta1.RedisCluster
+	// original is rc as read, the base of the status patch.
+	original *cachev1beta1.RedisCluster
+	now      time.Time
+	log      logr.Logger
+
+	obs observation
+
+	// password is the live password (from the owned Secret), "" without
+	// auth; passwordKnown is false when it could not be determined, and
+	// then nothing that needs Redis runs.
+	password      string
+	passwordKnown bool
+
+	// statefulSets are the live shard StatefulSets by shard index.
+	statefulSets map[int]*appsv1.StatefulSet
+	// shards are the desired and leaving shards with their pods.
+	shards []*shardPods
+
+	// result is the engine's last Result this pass (nil if it did not run).
+	result *topology.Result
+	view   *topology.ClusterView
+	// acted is set when a phase changed something this pass that the
+	// cluster must settle from (a pod deleted, a failover).
+	acted bool
+	// events are transitions and actions to report once the status is known.
+	events []event
+}
+
+// event is one Kubernetes event to record on the RedisCluster.
+type event struct {
+	warning bool
+	reason  string
+	message string
+}
+
+func newScope(rc *cachev1beta1.RedisCluster, now time.Time, log logr.Logger) *scope {
+	s := &scope{rc: rc, original: rc.DeepCopy(), now: now, log: log}
+	s.obs.DesiredShards = int(rc.Spec.Shards)
+	return s
+}
+
+// busy reports whether the pass left work that no Kubernetes event will
+// announce, so the next pass should come soon.
+func (s *scope) busy() bool {
+	if s.acted {
+		return true
+	}
+	t := s.obs.Topology
+	return len(s.obs.Pods.NotReady) > 0 || (t != nil && !t.Converged) || len(s.obs.StalePods) > 0 || len(s.obs.Leaving) > 0
+}
+
+// desired is the engine's target: spec.shards shards, leaving shards to drain.
+func (s *scope) desired() topology.Desired {
+	d := topology.Desired{
+		ReplicasPerShard: int(s.rc.Spec.ReplicasPerShard),
+		AllowDataLoss:    s.rc.Spec.LostShardPolicy == cachev1beta1.LostShardReassign,
+	}
+	for _, sh := range s.shards {
+		if sh.Desired {
+			d.Shards = append(d.Shards, sh.spec())
+		} else {
+			d.Leaving = append(d.Leaving, sh.spec())
+		}
+	}
+	return d
+}
+
+func (s *scope) normal(reason, format string, a ...any) {
+	s.events = append(s.events, event{reason: reason, message: fmt.Sprintf(format, a...)})
+}
+
+func (s *scope) warning(reason, format string, a ...any) {
+	s.events = append(s.events, event{warning: true, reason: reason, message: fmt.Sprintf(format, a...)})
+}

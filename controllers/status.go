@@ -1,0 +1,398 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// podStartGrace is how long a pod may be missing or not ready before it
+// counts as lost redundancy (Degraded) rather than as starting (Progressing).
+const podStartGrace = 2 * time.Minute
+
+// observation is what one reconcile pass learned. The status setters below
+// turn it into conditions, phase and counts; they are pure functions of
+// the observation, the object and the time.
+type observation struct {
+	// SpecErr: the spec can never be reconciled as written.
+	SpecErr error
+	// ReconcileErr: a step of this pass failed (API call, Redis command);
+	// it is retried with backoff.
+	ReconcileErr error
+
+	Creds credentialsObservation
+	// PodsObserved is false when the pass stopped before listing pods.
+	PodsObserved bool
+	Pods         podsObservation
+
+	// Topology is nil when no Redis node was observed this pass.
+	Topology *topologyObservation
+
+	// DesiredShards is spec.shards; Leaving names shards being removed.
+	DesiredShards int
+	Leaving       []string
+	// StalePods are pods whose template hash differs from their
+	// StatefulSet's: a rolling update is under way.
+	StalePods []string
+}
+
+// credentialsObservation is the outcome of reading spec.auth.
+type credentialsObservation struct {
+	NoAuth  bool
+	Source  string // "Secret" or "Vault"
+	Version string // never the password
+	// Reason and Err are set when the source could not be read.
+	Reason string
+	Err    error
+	// Live reports whether the owned Secret holds a password the pods can use.
+	Live bool
+}
+
+// podsObservation counts the Redis pods the StatefulSets should run.
+type podsObservation struct {
+	Expected int
+	Ready    int
+	// NotReady are the expected pods missing or not ready, by name.
+	NotReady []string
+	// Overdue are the NotReady pods missing or not ready for longer than
+	// podStartGrace.
+	Overdue []string
+}
+
+// topologyObservation summarises a ClusterView and, when the engine ran,
+// its Result.
+type topologyObservation struct {
+	// EngineRan: Reconcile was called (all pods ready, not paused).
+	EngineRan bool
+	Converged bool
+	Message   string
+	// EngineErr is an engine error that is expected to clear by itself
+	// (ErrNotReady, a deadline in a long migration); other engine errors
+	// are observation.ReconcileErr.
+	EngineErr error
+
+	SlotsAssigned int
+	OpenSlots     bool
+	StateOK       bool
+	KnownNodes    int
+	Unreachable   []string
+	CurrentShards int
+	// UnevenOrMissing: desired shards that own no slots, or leaving shards
+	// that still do (slots must move).
+	SlotsToMove bool
+	// ShortOfReplicas names desired shards with fewer replicas than spec.
+	ShortOfReplicas []string
+
+	Shards    []cachev1beta1.ShardStatus
+	DataLoss  *topology.LostShard
+	Migration *cachev1beta1.MigrationStatus
+}
+
+// formed reports whether the cluster has ever been set up: some slot is
+// assigned. Before that, missing pods and unassigned slots are bootstrap,
+// not degradation.
+func (o *observation) formed() bool {
+	return o.Topology != nil && o.Topology.SlotsAssigned > 0
+}
+
+// conditionResult is one computed condition.
+type conditionResult struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+// setCondition sets one condition on rc with the current generation;
+// meta.SetStatusCondition keeps lastTransitionTime unless the status flips.
+func setCondition(rc *cachev1beta1.RedisCluster, condType string, c conditionResult, now time.Time) {
+	meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             c.status,
+		Reason:             c.reason,
+		Message:            c.message,
+		ObservedGeneration: rc.Generation,
+		LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+// pausedCondition: True while spec.paused.
+func pausedCondition(rc *cachev1beta1.RedisCluster) conditionResult {
+	if rc.Spec.Paused {
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterPausedReason,
+			"spec.paused is true: no slot moves, failovers, joins or rolling restarts; status is still observed."}
+	}
+	return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterNotPausedReason, "spec.paused is false."}
+}
+
+// credentialsCondition: whether the password source was read and the
+// password is in the operator-owned Secret the pods load.
+func credentialsCondition(rc *cachev1beta1.RedisCluster, o *observation) conditionResult {
+	c := o.Creds
+	switch {
+	case c.NoAuth:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterNoAuthReason,
+			"spec.auth is unset: Redis runs without a password."}
+	case c.Err != nil:
+		msg := fmt.Sprintf("Cannot read the password from %s: %v.", c.Source, c.Err)
+		if c.Live {
+			msg += " Redis keeps the last good password."
+		}
+		return conditionResult{metav1.ConditionFalse, c.Reason, msg}
+	default:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterCredentialsReadyReason,
+			fmt.Sprintf("The password from %s (version %s) is in Secret %s.", c.Source, c.Version, ownedSecretName(rc))}
+	}
+}
+
+// slotsCondition: all 16384 slots owned, none open.
+func slotsCondition(o *observation) conditionResult {
+	t := o.Topology
+	switch {
+	case t == nil:
+		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason,
+			fmt.Sprintf("No Redis node observed yet (%d of %d pods ready).", o.Pods.Ready, o.Pods.Expected)}
+	case t.OpenSlots:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterOpenSlotsReason,
+			"Some slots are importing or migrating; the operator finishes or rolls back the move."}
+	case t.SlotsAssigned < topology.NumSlots:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterSlotsUncoveredReason,
+			fmt.Sprintf("%d of %d slots are assigned to a live master.", t.SlotsAssigned, topology.NumSlots)}
+	default:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReadyReason,
+			fmt.Sprintf("All %d slots are assigned.", topology.NumSlots)}
+	}
+}
+
+// degradedCondition: the cluster serves with reduced redundancy or not at
+// all, or a step keeps failing. Before the cluster is formed only a bad
+// spec or a failing step degrade it.
+func degradedCondition(o *observation) conditionResult {
+	t := o.Topology
+	switch {
+	case o.SpecErr != nil:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterInvalidSpecReason, sentence(o.SpecErr.Error())}
+	case t != nil && t.DataLoss != nil:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterShardLostReason, dataLossMessage(t.DataLoss)}
+	case o.ReconcileErr != nil:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReconcileErrorReason, sentence(o.ReconcileErr.Error())}
+	case !o.PodsObserved:
+		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
+	case !o.formed():
+		reason, msg := progressReason(o)
+		if reason == "" {
+			reason, msg = cachev1beta1.RedisClusterUnknownReason, "The cluster is not formed yet."
+		}
+		return conditionResult{metav1.ConditionFalse, reason, msg}
+	case !t.StateOK:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterClusterStateFailReason,
+			"cluster_state is fail on some node: the cluster refuses queries."}
+	case t.SlotsAssigned < topology.NumSlots:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterSlotsUncoveredReason,
+			fmt.Sprintf("Only %d of %d slots have a live master.", t.SlotsAssigned, topology.NumSlots)}
+	case len(o.Pods.Overdue) > 0:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
+			fmt.Sprintf("Pods not ready for more than %s: %s.", podStartGrace, names(o.Pods.Overdue))}
+	case len(t.Unreachable) > 0 && !t.EngineRan:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterRedisUnreachableReason,
+			fmt.Sprintf("Redis does not answer on ready pods: %s.", names(t.Unreachable))}
+	default:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterReadyReason,
+			"Every slot has a live master; no loss of redundancy observed."}
+	}
+}
+
+// progressReason says what the operator is changing, or "" when nothing.
+func progressReason(o *observation) (reason, message string) {
+	t := o.Topology
+	switch {
+	case len(o.StalePods) > 0:
+		return cachev1beta1.RedisClusterUpgradingReason,
+			fmt.Sprintf("Rolling %d pods to the new template, replicas first, each master after a planned failover: %s.",
+				len(o.StalePods), names(o.StalePods))
+	case len(o.Pods.NotReady) > 0:
+		return cachev1beta1.RedisClusterPendingReason,
+			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
+	case !o.formed():
+		return cachev1beta1.RedisClusterBootstrappingReason, "All pods are ready; forming the cluster and assigning slots."
+	case len(o.Leaving) > 0 || t.SlotsToMove || (t.CurrentShards != o.DesiredShards):
+		msg := fmt.Sprintf("Scaling from %d to %d shards.", t.CurrentShards, o.DesiredShards)
+		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
+			msg = fmt.Sprintf("Scaling from %d to %d shards: %d of %d slots moved.", t.CurrentShards, o.DesiredShards, m.SlotsMoved, m.SlotsTotal)
+		}
+		return cachev1beta1.RedisClusterScalingReason, msg
+	case !t.Converged:
+		msg := t.Message
+		if t.EngineErr != nil {
+			msg = t.EngineErr.Error()
+		}
+		if msg == "" {
+			msg = "The topology is converging."
+		}
+		switch {
+		case t.OpenSlots:
+			return cachev1beta1.RedisClusterOpenSlotsReason, sentence(msg)
+		case len(t.ShortOfReplicas) > 0:
+			return cachev1beta1.RedisClusterReplicaMissingReason, sentence(msg)
+		case !t.StateOK:
+			return cachev1beta1.RedisClusterClusterStateFailReason, sentence(msg)
+		default:
+			return cachev1beta1.RedisClusterScalingReason, sentence(msg)
+		}
+	}
+	return "", ""
+}
+
+// progressingCondition: True while the operator is changing something.
+func progressingCondition(rc *cachev1beta1.RedisCluster, o *observation) conditionResult {
+	reason, msg := progressReason(o)
+	switch {
+	case o.SpecErr != nil:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterInvalidSpecReason, "Nothing can progress until the spec is fixed."}
+	case !o.PodsObserved:
+		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
+	case reason == "":
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterReadyReason, "Nothing to change."}
+	case rc.Spec.Paused && reason != cachev1beta1.RedisClusterPendingReason:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterPausedReason, "Paused; pending: " + msg}
+	default:
+		return conditionResult{metav1.ConditionTrue, reason, msg}
+	}
+}
+
+// readyCondition summarises: True only when the spec of this generation is
+// fully applied and the cluster serves every slot with full redundancy.
+func readyCondition(rc *cachev1beta1.RedisCluster, o *observation, degraded, progressing, creds conditionResult) conditionResult {
+	t := o.Topology
+	switch {
+	case o.SpecErr != nil:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterInvalidSpecReason, sentence(o.SpecErr.Error())}
+	case creds.status == metav1.ConditionFalse:
+		return conditionResult{metav1.ConditionFalse, creds.reason, creds.message}
+	case degraded.status == metav1.ConditionTrue:
+		return conditionResult{metav1.ConditionFalse, degraded.reason, degraded.message}
+	case !o.PodsObserved:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
+	case progressing.reason != cachev1beta1.RedisClusterReadyReason && progressing.reason != cachev1beta1.RedisClusterInvalidSpecReason:
+		reason, msg := progressReason(o)
+		if reason == "" {
+			reason, msg = progressing.reason, progressing.message
+		}
+		return conditionResult{metav1.ConditionFalse, reason, msg}
+	case t == nil || !t.EngineRan || !t.Converged:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterUnknownReason, "The cluster has not been fully observed yet."}
+	default:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReadyReason,
+			fmt.Sprintf("%d shards with %d replicas each serve all %d slots.", rc.Spec.Shards, rc.Spec.ReplicasPerShard, topology.NumSlots)}
+	}
+}
+
+// phaseFor maps the Ready condition (and Degraded) to the one-word phase.
+func phaseFor(ready, degraded conditionResult) cachev1beta1.Phase {
+	switch {
+	case ready.reason == cachev1beta1.RedisClusterInvalidSpecReason:
+		return cachev1beta1.PhaseFailed
+	case degraded.status == metav1.ConditionTrue:
+		return cachev1beta1.PhaseDegraded
+	case ready.status == metav1.ConditionTrue:
+		return cachev1beta1.PhaseReady
+	}
+	switch ready.reason {
+	case cachev1beta1.RedisClusterBootstrappingReason:
+		return cachev1beta1.PhaseBootstrapping
+	case cachev1beta1.RedisClusterScalingReason:
+		return cachev1beta1.PhaseScaling
+	case cachev1beta1.RedisClusterUpgradingReason:
+		return cachev1beta1.PhaseUpgrading
+	}
+	return cachev1beta1.PhasePending
+}
+
+// applyObservation writes everything the pass observed into rc.Status:
+// every owned condition (all six from the first pass), phase, shards,
+// counts, migration and credentials. observedGeneration moves only when
+// the pass succeeded (no error, no spec error, no lost shard).
+// status.health is left to the caller (it folds in the children).
+func applyObservation(rc *cachev1beta1.RedisCluster, o *observation, now time.Time, succeeded bool) {
+	creds := credentialsCondition(rc, o)
+	degraded := degradedCondition(o)
+	progressing := progressingCondition(rc, o)
+	ready := readyCondition(rc, o, degraded, progressing, creds)
+
+	setCondition(rc, cachev1beta1.RedisClusterPausedCondition, pausedCondition(rc), now)
+	setCondition(rc, cachev1beta1.RedisClusterCredentialsReadyCondition, creds, now)
+	setCondition(rc, cachev1beta1.RedisClusterSlotsAssignedCondition, slotsCondition(o), now)
+	setCondition(rc, cachev1beta1.RedisClusterDegradedCondition, degraded, now)
+	setCondition(rc, cachev1beta1.RedisClusterProgressingCondition, progressing, now)
+	setCondition(rc, cachev1beta1.RedisClusterReadyCondition, ready, now)
+	rc.Status.Phase = phaseFor(ready, degraded)
+
+	rc.Status.ReadyReplicas = int32(o.Pods.Ready)
+	rc.Status.Selector = labels.SelectorFromSet(resources.ClusterSelector(rc.Name)).String()
+	if t := o.Topology; t != nil {
+		rc.Status.Shards = t.Shards
+		rc.Status.CurrentShards = int32(t.CurrentShards)
+		rc.Status.Migration = t.Migration
+	} else {
+		rc.Status.Migration = nil
+	}
+	rc.Status.MasterPod = ""
+	if len(rc.Status.Shards) > 0 {
+		rc.Status.MasterPod = rc.Status.Shards[0].MasterPod
+	}
+
+	switch {
+	case o.Creds.NoAuth:
+		rc.Status.Credentials = nil
+	case o.Creds.Err == nil:
+		if rc.Status.Credentials == nil {
+			rc.Status.Credentials = &cachev1beta1.CredentialsStatus{}
+		}
+		rc.Status.Credentials.Source = o.Creds.Source
+		rc.Status.Credentials.Version = o.Creds.Version
+	}
+
+	if succeeded && o.SpecErr == nil && o.ReconcileErr == nil && (o.Topology == nil || o.Topology.DataLoss == nil) {
+		rc.Status.ObservedGeneration = rc.Generation
+	}
+}
+
+func dataLossMessage(l *topology.LostShard) string {
+	return fmt.Sprintf("%d slots (%s) lost their master and every replica with their data (shards %s); "+
+		"set spec.lostShardPolicy to Reassign to give them to live masters, accepting that their keys are gone.",
+		l.SlotCount, topology.FormatRanges(l.Slots), names(l.Shards))
+}
+
+// names lists up to five names, then how many more.
+func names(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	sorted := slices.Clone(list)
+	slices.Sort(sorted)
+	if len(sorted) > 5 {
+		return strings.Join(sorted[:5], ", ") + fmt.Sprintf(" and %d more", len(sorted)-5)
+	}
+	return strings.Join(sorted, ", ")
+}
+
+// sentence capitalises s and ends it with a period, for condition messages.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
