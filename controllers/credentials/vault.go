@@ -209,6 +209,9 @@ func (s *VaultSource) Fetch(ctx context.Context) (Credential, error) {
 		}
 		cred, err = s.read(ctx)
 	}
+	if errors.Is(err, ErrPermissionDenied) && s.cfg.Auth.Token != nil && !s.tokenValid(ctx) {
+		return Credential{}, fmt.Errorf("%w: the given Vault token is not valid (expired or revoked)", ErrAuthFailed)
+	}
 	return cred, err
 }
 
@@ -245,11 +248,14 @@ func (s *VaultSource) ensureToken(ctx context.Context) error {
 		return nil
 	}
 	if s.renewable && left > 0 {
-		if err := s.renew(ctx); err == nil {
+		err := s.renew(ctx)
+		if err == nil {
 			return nil
-		} else if errors.Is(err, ErrVaultUnreachable) {
+		}
+		if errors.Is(err, ErrVaultUnreachable) {
 			return err
 		}
+		s.log.Info("Renewing the Vault token failed, logging in again", "reason", Reason(err))
 	}
 	s.forgetToken()
 	return s.login(ctx)

@@ -285,6 +285,10 @@ func TestVaultTokenFromSecret(t *testing.T) {
 		t.Fatalf("with a token from a Secret: %q", c.Password.Reveal())
 	}
 
+	// A revoked token is an authentication failure, not a policy refusal.
+	write(t, f.vault.root, "auth/token/revoke-accessor", map[string]any{"accessor": tok.Auth.Accessor})
+	fetchErr(t, mustSource(t, cfg), ErrAuthFailed)
+
 	cfg.Auth = VaultAuth{Token: TokenFromSecret(SecretGetterFor(f.kube), f.ns, "no-such-secret", "token")}
 	err = fetchErr(t, mustSource(t, cfg), ErrAuthFailed)
 	if !errors.Is(err, ErrSecretNotFound) {
