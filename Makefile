@@ -25,6 +25,7 @@ generate: ## Generate deepcopy code.
 .PHONY: manifests
 manifests: ## Generate the CRDs and RBAC under kustomize/base.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=kustomize/base/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=redis-operator paths="./controllers/...;./webhooks/..." output:rbac:artifacts:config=kustomize/base/rbac
 
 .PHONY: lint
 lint: ## gofmt and go vet.
