@@ -423,6 +423,9 @@ func (p *planner) repairSteps() []Step {
 			}
 			dst := p.byID[m.peer]
 			switch {
+			case dst != nil && dst.IsMaster() && resumed == nil && !(dst.Info.OK() && m.node.Info.OK()):
+				// A restarted end refuses RESTORE with CLUSTERDOWN until it has rejoined.
+				p.wait("slot %d: waiting for %s and %s to report cluster_state:ok before finishing its migration", s, m.node.Endpoint.Name, dst.Endpoint.Name)
 			case dst != nil && dst.IsMaster() && resumed == nil:
 				resumed = &openSlot{m.node, dst.ID}
 				add(key{StepMigrate, m.node.Endpoint.Name, dst.Endpoint.Name}, s)
@@ -438,6 +441,10 @@ func (p *planner) repairSteps() []Step {
 			}
 			src := p.byID[im.peer]
 			if resumed == nil && src != nil && src.OwnSlots().Has(s) && im.node.IsMaster() && p.owner[s] == src.ID {
+				if !(src.Info.OK() && im.node.Info.OK()) {
+					p.wait("slot %d: waiting for %s and %s to report cluster_state:ok before finishing its migration", s, src.Endpoint.Name, im.node.Endpoint.Name)
+					continue
+				}
 				resumed = &openSlot{src, im.node.ID}
 				add(key{StepMigrate, src.Endpoint.Name, im.node.Endpoint.Name}, s)
 				continue
