@@ -44,6 +44,11 @@ build: ## Build the operator binary into bin/.
 unit: ## Unit and envtest suites of the main module.
 	go test ./... -count=1
 
+.PHONY: modules
+modules: ## Vet and test the separate test modules (test Vault server, local control plane).
+	cd test/vaultserver && go vet ./... && go test -count=1 ./...
+	cd test/localplane && go vet ./... && go test -count=1 ./...
+
 .PHONY: test
 test: ## Everything CI runs, with its own set-up; prints how long each part took.
 	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
@@ -51,3 +56,4 @@ test: ## Everything CI runs, with its own set-up; prints how long each part took
 	@bash hack/timed.sh lint $(MAKE) --no-print-directory lint
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
 	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit
+	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
