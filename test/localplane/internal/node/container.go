@@ -117,7 +117,7 @@ type launchSpec struct {
 	id       identity
 	argv     []string
 	env      []string
-	log      io.Writer
+	log      *os.File // opened read-write
 }
 
 // launch starts a container process and returns once its volumes are
@@ -146,11 +146,13 @@ func launch(s launchSpec) (*proctree.Process, error) {
 		return nil, err
 	}
 	defer r.Close()
-	var setupErr bytes.Buffer
+	// The log file itself is the process's stdout and stderr (a pipe
+	// through this process would break, with SIGPIPE, once the node
+	// restarts); setup errors are read back from it.
+	offset, _ := s.log.Seek(0, io.SeekEnd)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = s.env
-	cmd.Stdout = s.log
-	cmd.Stderr = io.MultiWriter(s.log, &limitedBuffer{buf: &setupErr, max: 4096})
+	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS}
 	p, err := proctree.Start(s.runDir, s.name, cmd)
@@ -164,7 +166,9 @@ func launch(s launchSpec) (*proctree.Process, error) {
 		return p, nil
 	}
 	<-p.Done()
-	return nil, fmt.Errorf("setting up the container failed (exit code %d): %s", p.ExitCode(), strings.TrimSpace(setupErr.String()))
+	out := make([]byte, 4096)
+	n, _ = s.log.ReadAt(out, offset)
+	return nil, fmt.Errorf("setting up the container failed (exit code %d): %s", p.ExitCode(), strings.TrimSpace(string(out[:n])))
 }
 
 // shadowDirs lists, shallowest first, the existing host directories above

@@ -379,7 +379,7 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 	c.proc, c.env, c.image, c.id, c.workDir = proc, e, image, id, workDir
 	c.containerID = fmt.Sprintf("localplane://%s-%s-%d", pr.uid, spec.Name, restarts)
 	c.imageID = "localplane://" + argv[0]
-	if restarts > 0 || c.state.Terminated != nil {
+	if c.state.Terminated != nil {
 		c.lastState = c.state
 	}
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: startedAt}}
@@ -417,7 +417,8 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 	if code != 0 {
 		reason = "Error"
 	}
-	term := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason, StartedAt: startedAt, FinishedAt: metav1.Now()}
+	term := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason, StartedAt: startedAt,
+		FinishedAt: metav1.Now(), ContainerID: c.containerID}
 	if code != 0 && spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
 		term.Message = tailFile(logPath, 80, 2048)
 	}
@@ -728,7 +729,7 @@ func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 }
 
 // tailFile returns up to the last lines lines (and maxBytes bytes) of path.
