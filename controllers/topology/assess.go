@@ -202,6 +202,27 @@ func (a *assessment) mapOwners() {
 		}
 		a.ownerOf[id] = a.shardByRecordAddr(id)
 	}
+	// A dead owner whose address was lost (Redis marks it noaddr once another node answers
+	// there) belongs, when unambiguous, to the only desired shard left without an owner.
+	var unmapped []string
+	for id, sh := range a.ownerOf {
+		if sh == nil {
+			unmapped = append(unmapped, id)
+		}
+	}
+	var ownerless []*shardState
+	for _, sh := range a.shards {
+		has := false
+		for _, owner := range a.ownerOf {
+			has = has || owner == sh
+		}
+		if !has {
+			ownerless = append(ownerless, sh)
+		}
+	}
+	if len(unmapped) == 1 && len(ownerless) == 1 {
+		a.ownerOf[unmapped[0]] = ownerless[0]
+	}
 	for _, sh := range append(append([]*shardState{}, a.shards...), a.leaving...) {
 		for id, owner := range a.ownerOf {
 			if owner == sh {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -339,4 +342,253 @@ func TestInterruptedMigrationCrashMidSlot(t *testing.T) {
 	res := c.reconcile(d, nil)
 	c.assertShape(d, res)
 	redistest.Verify(t, c.client(d), ds)
+}
+
+// syncReplicas waits until every master's replicas acknowledged all writes.
+func syncReplicas(t *testing.T, c *testCluster, shards []string) {
+	t.Helper()
+	for _, s := range shards {
+		if len(c.nodes[s]) > 1 {
+			c.nodes[s][0].Do("WAIT", len(c.nodes[s])-1, 10000)
+		}
+	}
+}
+
+// Behaviour 5: a master dies → Redis promotes its replica → the engine forgets the dead ID
+// everywhere; the pod coming back empty joins as a replica of the new master; a node
+// restarting with its nodes.conf on a new address rejoins with the same ID.
+func TestFailureHealing(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{Password: "heal"}, Options{})
+	all := c.addShards(3, 2)
+	d := c.desired(1, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	ds := redistest.Dataset{Prefix: "h", Keys: 5000}
+	redistest.Load(t, c.client(d), ds)
+	syncReplicas(t, c, all)
+
+	deadID := c.observe(d).Node("s1-0").ID
+	c.nodes["s1"][0].Kill()
+	res, err := c.tryReconcile(d, nil, 90*time.Second)
+	if !errors.Is(err, ErrNotReady) {
+		t.Fatalf("error %v, want ErrNotReady for the dead pod", err)
+	}
+	v := c.observe(d)
+	promoted := v.Node("s1-1")
+	if !promoted.IsMaster() || promoted.OwnSlots().Len() == 0 || res.Shards[1].MasterName != "s1-1" {
+		t.Fatalf("replica not promoted: master %q, status %+v", promoted.MasterID(), res.Shards[1])
+	}
+	for _, n := range v.Nodes {
+		if n.Reachable() && n.Lookup(deadID) != nil {
+			t.Fatalf("%s still knows the dead master %s", n.Endpoint.Name, deadID)
+		}
+	}
+	redistest.Verify(t, c.client(d), ds)
+
+	// The pod comes back with an empty volume: a new node ID on the same address.
+	c.nodes["s1"][0].Wipe()
+	c.nodes["s1"][0].Restart()
+	res = c.reconcile(d, nil)
+	c.assertShape(d, res)
+	v = c.observe(d)
+	fresh := v.Node("s1-0")
+	if fresh.ID == deadID || fresh.MasterID() != promoted.ID || fresh.OwnSlots().Len() != 0 {
+		t.Fatalf("fresh node %s: master %q, %d slots", fresh.ID, fresh.MasterID(), fresh.OwnSlots().Len())
+	}
+
+	// A replica restarts with its nodes.conf on a new port.
+	rep := c.nodes["s2"][1]
+	repID := v.Node("s2-1").ID
+	rep.Stop()
+	rep.RestartOnNewPort()
+	d = c.desired(1, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	if got := c.observe(d).Node("s2-1"); got.ID != repID {
+		t.Fatalf("restarted replica has ID %s, want %s", got.ID, repID)
+	}
+	redistest.Verify(t, c.client(d), ds)
+}
+
+// Behaviour 6: every process stops and comes back with its nodes.conf on a new port; the
+// engine re-introduces them with CLUSTER MEET and waits: same IDs, all data, state ok.
+func TestFullRestart(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(3, 2)
+	d := c.desired(1, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	ds := redistest.Dataset{Prefix: "r", Keys: 10_000, LargeEvery: 500, LargeFields: 200}
+	redistest.Load(t, c.client(d), ds)
+	syncReplicas(t, c, all)
+	ids := map[string]string{}
+	for _, n := range c.observe(d).Nodes {
+		ids[n.Endpoint.Name] = n.ID
+	}
+
+	var nodes []*redistest.Node
+	for _, s := range all {
+		nodes = append(nodes, c.nodes[s]...)
+	}
+	parallel(nodes, (*redistest.Node).Stop)
+	parallel(nodes, (*redistest.Node).RestartOnNewPort)
+	d = c.desired(1, all)
+	res := c.reconcile(d, nil)
+	c.assertShape(d, res)
+	for _, n := range res.View.Nodes {
+		if ids[n.Endpoint.Name] != n.ID {
+			t.Fatalf("%s came back as %s, was %s", n.Endpoint.Name, n.ID, ids[n.Endpoint.Name])
+		}
+	}
+	redistest.Verify(t, c.client(d), ds)
+}
+
+func parallel(nodes []*redistest.Node, f func(*redistest.Node)) {
+	done := make(chan struct{})
+	for _, n := range nodes {
+		go func() {
+			f(n)
+			done <- struct{}{}
+		}()
+	}
+	for range nodes {
+		<-done
+	}
+}
+
+// Behaviour 7: planned failover of a chosen replica, then a failover whose master is dead.
+func TestPlannedFailover(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(3, 2)
+	d := c.desired(1, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	ds := redistest.Dataset{Prefix: "p", Keys: 5000}
+	redistest.Load(t, c.client(d), ds)
+	syncReplicas(t, c, all)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	if err := c.engine.Failover(ctx, d, "s1", "s1-1"); err != nil {
+		t.Fatal(err)
+	}
+	v := c.observe(d)
+	newM, oldM := v.Node("s1-1"), v.Node("s1-0")
+	if !newM.IsMaster() || newM.OwnSlots().Len() == 0 || oldM.MasterID() != newM.ID {
+		t.Fatalf("after failover: s1-1 master=%v slots=%d, s1-0 follows %q", newM.IsMaster(), newM.OwnSlots().Len(), oldM.MasterID())
+	}
+	if err := c.engine.Failover(ctx, d, "s1", "s1-1"); err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	redistest.Verify(t, c.client(d), ds)
+	c.assertShape(d, c.reconcile(d, nil))
+
+	// The master of s2 is gone: FORCE (or TAKEOVER) promotes its replica at once.
+	if err := c.engine.Failover(ctx, d, "s0", "s0-0"); err != nil {
+		t.Fatalf("failing over to the current master is a no-op: %v", err)
+	}
+	if err := c.engine.Failover(ctx, d, "s0", "s1-1"); !errors.Is(err, ErrInvalidDesired) {
+		t.Fatalf("node of another shard: %v", err)
+	}
+	c.nodes["s2"][0].Kill()
+	if err := c.engine.Failover(ctx, d, "s2", "s2-1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.observe(d).Node("s2-1"); !n.IsMaster() || n.OwnSlots().Len() == 0 {
+		t.Fatal("s2-1 not promoted")
+	}
+	redistest.Verify(t, c.client(d), ds)
+}
+
+// Behaviour 8: a shard loses its master and its data; without AllowDataLoss the engine
+// only reports it; with it, the slots go to the shard's fresh master and the other shards
+// keep their data.
+func TestLostShard(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(3, 1)
+	d := c.desired(0, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	ds := redistest.Dataset{Prefix: "l", Keys: 5000}
+	redistest.Load(t, c.client(d), ds)
+	v := c.observe(d)
+	dead := v.Node("s2-0")
+	deadSlots := dead.OwnSlots()
+
+	dn := c.nodes["s2"][0]
+	dn.Kill()
+	dn.Wipe()
+	dn.Restart()
+	res, err := c.tryReconcile(d, nil, time.Minute)
+	if !errors.Is(err, ErrShardLost) || res.DataLoss == nil {
+		for _, n := range res.View.Nodes {
+			t.Logf("%s: err %v, %d known", n.Endpoint.Name, n.Err, len(n.Known))
+		}
+		t.Fatalf("error %v, DataLoss %+v; want ErrShardLost", err, res.DataLoss)
+	}
+	if res.DataLoss.SlotCount != deadSlots.Len() || res.DataLoss.NodeIDs[0] != dead.ID || res.DataLoss.Shards[0] != "s2" {
+		t.Fatalf("DataLoss %+v", res.DataLoss)
+	}
+	// Nothing destructive: the dead owner still holds its slots in every table.
+	v = c.observe(d)
+	for _, name := range []string{"s0-0", "s1-0"} {
+		r := v.Node(name).Lookup(dead.ID)
+		if r == nil || r.SlotCount() != deadSlots.Len() {
+			t.Fatalf("%s lost track of the dead owner: %+v", name, r)
+		}
+	}
+	if v.Node("s2-0").OwnSlots().Len() != 0 {
+		t.Fatal("fresh node got slots without AllowDataLoss")
+	}
+
+	d.AllowDataLoss = true
+	c.assertShape(d, c.reconcile(d, nil))
+	cc := c.client(d)
+	ctx := context.Background()
+	lost, kept := 0, 0
+	for i := range ds.Keys {
+		slot := int(c.nodes["s0"][0].Do("CLUSTER", "KEYSLOT", ds.Key(i)).(int64))
+		n, err := cc.Exists(ctx, ds.Key(i)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case deadSlots.Has(slot) && n != 0:
+			t.Fatalf("key %s of the lost shard still exists", ds.Key(i))
+		case deadSlots.Has(slot):
+			lost++
+		case n != 1:
+			t.Fatalf("key %s of a healthy shard is missing", ds.Key(i))
+		default:
+			kept++
+		}
+	}
+	if lost == 0 || kept == 0 {
+		t.Fatalf("lost %d, kept %d", lost, kept)
+	}
+}
+
+// ApplyConfig sets live config on every node and persists it with CONFIG REWRITE.
+func TestApplyConfig(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{Password: "cfg"}, Options{})
+	all := c.addShards(2, 1)
+	d := c.desired(0, all)
+	ctx := context.Background()
+	if err := c.engine.ApplyConfig(ctx, d.endpoints(), map[string]string{"maxmemory-policy": "allkeys-lru", "hz": "20"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		n := c.nodes[s][0]
+		got := n.Do("CONFIG", "GET", "maxmemory-policy").([]any)
+		if got[1] != "allkeys-lru" {
+			t.Fatalf("maxmemory-policy = %v", got)
+		}
+		conf, err := os.ReadFile(filepath.Join(n.Dir, "redis.conf"))
+		if err != nil || !strings.Contains(string(conf), "maxmemory-policy allkeys-lru") {
+			t.Fatalf("not rewritten: %v", err)
+		}
+	}
+	err := c.engine.ApplyConfig(ctx, d.endpoints(), map[string]string{"maxmemory": "lots"})
+	if err == nil || !strings.Contains(err.Error(), "s0-0") || !strings.Contains(err.Error(), "s1-0") {
+		t.Fatalf("bad value: %v", err)
+	}
+	bad := New(Options{Password: "wrong"})
+	if err := bad.ApplyConfig(ctx, d.endpoints(), map[string]string{"hz": "10"}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("wrong password: %v", err)
+	}
 }

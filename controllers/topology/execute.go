@@ -201,7 +201,7 @@ func (e *Engine) forget(ctx context.Context, c *conns, view *ClusterView, s Step
 			cctx, cancel := e.cmdCtx(ctx)
 			defer cancel()
 			cl := c.get(n.Endpoint.Addr)
-			if s.Option != "DATALOSS" {
+			if s.Option != ForgetDataLoss {
 				text, err := cl.ClusterNodes(cctx).Result()
 				if err != nil {
 					errs[i] = fmt.Errorf("%s: %w", name, classify(err))

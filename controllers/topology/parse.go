@@ -409,7 +409,7 @@ type ShardNode struct {
 	IP                string
 	Endpoint          string
 	Hostname          string
-	Port              int
+	Port              int // 0 when omitted (a node without a known address)
 	TLSPort           int
 	Role              string // "master" or "replica"
 	ReplicationOffset int64
@@ -487,9 +487,6 @@ func shardNode(f map[string]any) (ShardNode, error) {
 			}
 			*p = int(x)
 		}
-	}
-	if n.Port == 0 && n.TLSPort == 0 {
-		return n, parseErr("node has neither port nor tls-port")
 	}
 	if v, ok := f["replication-offset"]; ok {
 		x, err := asInt(v)

@@ -323,7 +323,7 @@ func TestParseClusterShardsShapes(t *testing.T) {
 		[]any{[]any{"slots", []any{}, "nodes", "x"}},
 		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", "short", "port", int64(1), "role", "master", "health", "online"}}}},
 		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", id, "port", int64(1), "role", "boss", "health", "online"}}}},
-		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", id, "role", "master", "health", "online"}}}},
+		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", id, "port", "x", "role", "master", "health", "online"}}}},
 	}
 	for i, b := range bad {
 		if _, err := ParseClusterShards(b); !errors.Is(err, ErrParse) {

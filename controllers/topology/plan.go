@@ -32,7 +32,8 @@ const (
 	// SETSLOT STABLE on Node: rolls back an open slot that cannot be finished.
 	StepStabilize StepKind = "Stabilize"
 	// StepForget: CLUSTER FORGET NodeID on every node in On, at once, inside the 60 s ban
-	// (spec: "Removing nodes from a cluster").
+	// (spec: "Removing nodes from a cluster"). The executor refuses to forget a node that
+	// still owns slots unless Option is ForgetDataLoss.
 	StepForget StepKind = "Forget"
 	// StepFailover: CLUSTER FAILOVER Option on replica Node (spec: "Replica election and
 	// promotion"; TAKEOVER only when its master is unreachable and Redis did not promote).
@@ -40,6 +41,10 @@ const (
 	// StepWait: nothing to send; Redis is converging by itself (gossip, failover, sync).
 	StepWait StepKind = "Wait"
 )
+
+// ForgetDataLoss is the Option of a Forget step that drops the dead owner of a lost shard's
+// slots, planned only when Desired.AllowDataLoss is set.
+const ForgetDataLoss = "DATALOSS"
 
 // Step is one typed action of a plan. Node and Target are endpoint names.
 type Step struct {
@@ -592,7 +597,7 @@ func (p *planner) orphanSteps() []Step {
 	}
 	for _, id := range lost {
 		if on := p.forgetTargets(id, nil); len(on) > 0 {
-			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
+			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on, Option: ForgetDataLoss,
 				Reason: fmt.Sprintf("lost owner of %d slots; data loss allowed", p.slotCount[id])})
 		}
 	}

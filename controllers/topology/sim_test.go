@@ -264,7 +264,7 @@ func (s *sim) apply(steps []Step, d Desired) {
 			for _, name := range st.On {
 				n := s.node(name)
 				if o := s.all[st.NodeID]; o != nil && o.master == "" && o.slots.Len() > 0 {
-					if st.Option != "DATALOSS" && !d.AllowDataLoss {
+					if st.Option != ForgetDataLoss || !d.AllowDataLoss {
 						t.Fatalf("%s: forgetting a master that owns %d slots", st, o.slots.Len())
 					}
 				}
