@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
@@ -590,4 +593,38 @@ func TestDeletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExample: examples/rediscluster.yaml is valid against the CRD and
+// gives 3 shards of 2 pods.
+func TestExample(t *testing.T) {
+	ns := newNamespace(t)
+	b, err := os.ReadFile(filepath.Join("..", "examples", "rediscluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &cachev1beta1.RedisCluster{}
+	if err := yaml.UnmarshalStrict(b, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Namespace = ns
+	if err := k8s.Create(testCtx, rc); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, rc)
+	eventually(t, "three shard StatefulSets of two pods", func() error {
+		var list appsv1.StatefulSetList
+		if err := k8s.List(testCtx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 3 {
+			return fmt.Errorf("%d StatefulSets", len(list.Items))
+		}
+		for _, s := range list.Items {
+			if *s.Spec.Replicas != 2 || s.Spec.Template.Spec.Containers[0].Image != "redis:7.0" {
+				return fmt.Errorf("%s: %d replicas, image %s", s.Name, *s.Spec.Replicas, s.Spec.Template.Spec.Containers[0].Image)
+			}
+		}
+		return nil
+	})
 }

@@ -259,6 +259,9 @@ func progressingCondition(rc *cachev1beta1.RedisCluster, o *observation) conditi
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterInvalidSpecReason, "Nothing can progress until the spec is fixed."}
 	case !o.PodsObserved:
 		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
+	case o.Topology != nil && o.Topology.DataLoss != nil:
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterShardLostReason,
+			"Nothing changes until spec.lostShardPolicy says what to do with the lost slots."}
 	case reason == "":
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterReadyReason, "Nothing to change."}
 	case rc.Spec.Paused && reason != cachev1beta1.RedisClusterPendingReason:

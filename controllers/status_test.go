@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+func healthyObservation() observation {
+	return observation{
+		DesiredShards: 3,
+		Creds:         credentialsObservation{NoAuth: true, Live: true},
+		PodsObserved:  true,
+		Pods:          podsObservation{Expected: 6, Ready: 6},
+		Topology: &topologyObservation{
+			EngineRan: true, Converged: true, SlotsAssigned: topology.NumSlots, StateOK: true, KnownNodes: 6, CurrentShards: 3,
+			Shards: []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterPod: "c-shard-0-1", ReplicaPods: []string{"c-shard-0-0"}, Slots: []string{"0-5460"}}},
+		},
+	}
+}
+
+func TestApplyObservation(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	type want struct {
+		ready, progressing, degraded, slots string // "Status/Reason"
+		phase                                   cachev1beta1.Phase
+		observed                                bool
+	}
+	for _, tc := range []struct {
+		name      string
+		paused    bool
+		mutate    func(o *observation)
+		succeeded bool
+		want      want
+	}{
+		{
+			name: "no pod yet", succeeded: true,
+			mutate: func(o *observation) {
+				o.Pods = podsObservation{Expected: 6, NotReady: []string{"c-shard-0-0"}}
+				o.Topology = nil
+			},
+			want: want{"False/PodsPending", "True/PodsPending", "False/PodsPending", "Unknown/NotObservedYet", cachev1beta1.PhasePending, true},
+		},
+		{
+			name: "all pods ready, nothing assigned yet", succeeded: true,
+			mutate: func(o *observation) {
+				o.Topology.Converged, o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK = false, 0, 0, false
+			},
+			want: want{"False/Bootstrapping", "True/Bootstrapping", "False/Bootstrapping", "False/SlotsUncovered", cachev1beta1.PhaseBootstrapping, true},
+		},
+		{
+			name: "healthy", succeeded: true,
+			want: want{"True/Ready", "False/Ready", "False/Ready", "True/Ready", cachev1beta1.PhaseReady, true},
+		},
+		{
+			name: "scaling out: new shards own nothing yet", succeeded: true,
+			mutate: func(o *observation) {
+				o.DesiredShards = 5
+				o.Topology.Converged, o.Topology.SlotsToMove = false, true
+				o.Topology.Migration = &cachev1beta1.MigrationStatus{SlotsMoved: 100, SlotsTotal: 6553}
+			},
+			want: want{"False/Scaling", "True/Scaling", "False/Ready", "True/Ready", cachev1beta1.PhaseScaling, true},
+		},
+		{
+			name: "rolling update", succeeded: true,
+			mutate: func(o *observation) { o.StalePods = []string{"c-shard-1-0"} },
+			want:   want{"False/Upgrading", "True/Upgrading", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
+		},
+		{
+			name: "a master pod just deleted: its slots have no live master", succeeded: true,
+			mutate: func(o *observation) {
+				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}}
+				o.Topology.EngineRan, o.Topology.Converged, o.Topology.SlotsAssigned, o.Topology.StateOK = false, false, 10923, false
+			},
+			want: want{"False/ClusterStateFail", "True/PodsPending", "True/ClusterStateFail", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "a replica pod starting again after its failover", succeeded: true,
+			mutate: func(o *observation) {
+				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}}
+				o.Topology.EngineRan, o.Topology.Converged = false, false
+			},
+			want: want{"False/PodsPending", "True/PodsPending", "False/Ready", "True/Ready", cachev1beta1.PhasePending, true},
+		},
+		{
+			name: "a pod not ready for too long", succeeded: true,
+			mutate: func(o *observation) {
+				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Overdue: []string{"c-shard-0-1"}}
+				o.Topology.EngineRan, o.Topology.Converged = false, false
+			},
+			want: want{"False/ReplicaMissing", "True/PodsPending", "True/ReplicaMissing", "True/Ready", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "shard lost", succeeded: true,
+			mutate: func(o *observation) {
+				o.Topology.Converged, o.Topology.SlotsAssigned = false, 10923
+				o.Topology.DataLoss = &topology.LostShard{Shards: []string{"c-shard-2"}, Slots: []topology.SlotRange{{Start: 10923, End: 16383}}, SlotCount: 5461}
+			},
+			want: want{"False/ShardLost", "False/ShardLost", "True/ShardLost", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, false},
+		},
+		{
+			name: "a failing step", succeeded: false,
+			mutate: func(o *observation) { o.ReconcileErr = errors.New("topology: authentication failed") },
+			want:   want{"False/ReconcileError", "False/Ready", "True/ReconcileError", "True/Ready", cachev1beta1.PhaseDegraded, false},
+		},
+		{
+			name: "invalid spec", succeeded: false,
+			mutate: func(o *observation) {
+				o.SpecErr = errors.New(`spec.config: key "port" is set by the operator`)
+				o.PodsObserved, o.Topology = false, nil
+			},
+			want: want{"False/InvalidSpec", "False/InvalidSpec", "True/InvalidSpec", "Unknown/NotObservedYet", cachev1beta1.PhaseFailed, false},
+		},
+		{
+			name: "paused with work pending", paused: true, succeeded: true,
+			mutate: func(o *observation) { o.StalePods = []string{"c-shard-1-0"} },
+			want:   want{"False/Upgrading", "False/Paused", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 4},
+				Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1, Paused: tc.paused}}
+			rc.Status.ObservedGeneration = 3
+			o := healthyObservation()
+			if tc.mutate != nil {
+				tc.mutate(&o)
+			}
+			applyObservation(rc, &o, now, tc.succeeded)
+			got := func(typ string) string {
+				c := meta.FindStatusCondition(rc.Status.Conditions, typ)
+				if c == nil {
+					return "missing"
+				}
+				if c.Message == "" || c.ObservedGeneration != 4 {
+					t.Errorf("%s: message %q, observedGeneration %d", typ, c.Message, c.ObservedGeneration)
+				}
+				return string(c.Status) + "/" + c.Reason
+			}
+			for typ, w := range map[string]string{
+				cachev1beta1.RedisClusterReadyCondition:         tc.want.ready,
+				cachev1beta1.RedisClusterProgressingCondition:   tc.want.progressing,
+				cachev1beta1.RedisClusterDegradedCondition:      tc.want.degraded,
+				cachev1beta1.RedisClusterSlotsAssignedCondition: tc.want.slots,
+			} {
+				if g := got(typ); g != w {
+					t.Errorf("%s = %s, want %s", typ, g, w)
+				}
+			}
+			wantPaused := "False/NotPaused"
+			if tc.paused {
+				wantPaused = "True/Paused"
+			}
+			if g := got(cachev1beta1.RedisClusterPausedCondition); g != wantPaused {
+				t.Errorf("Paused = %s", g)
+			}
+			if g := got(cachev1beta1.RedisClusterCredentialsReadyCondition); g != "True/NoAuth" {
+				t.Errorf("CredentialsReady = %s", g)
+			}
+			if rc.Status.Phase != tc.want.phase {
+				t.Errorf("phase %s, want %s", rc.Status.Phase, tc.want.phase)
+			}
+			if moved := rc.Status.ObservedGeneration == 4; moved != tc.want.observed {
+				t.Errorf("observedGeneration moved = %v, want %v", moved, tc.want.observed)
+			}
+			if len(rc.Status.Conditions) != 6 {
+				t.Errorf("%d conditions", len(rc.Status.Conditions))
+			}
+
+			// The same observation later changes nothing: no status write.
+			before := rc.Status.DeepCopy()
+			applyObservation(rc, &o, now.Add(time.Hour), tc.succeeded)
+			if !equality.Semantic.DeepEqual(*before, rc.Status) {
+				t.Errorf("a repeated observation changed the status:\n%+v\n%+v", *before, rc.Status)
+			}
+		})
+	}
+}
+
+func TestStatusShardsAndCounts(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}, Spec: cachev1beta1.RedisClusterSpec{Shards: 3}}
+	o := healthyObservation()
+	applyObservation(rc, &o, time.Now(), true)
+	if rc.Status.MasterPod != "c-shard-0-1" || rc.Status.ReadyReplicas != 6 || rc.Status.CurrentShards != 3 || len(rc.Status.Shards) != 1 {
+		t.Errorf("status %+v", rc.Status)
+	}
+	if rc.Status.Selector != "app.kubernetes.io/instance=c,app.kubernetes.io/name=redis,cache.redis.io/cluster=c" {
+		t.Errorf("selector %q", rc.Status.Selector)
+	}
+	if rc.Status.Credentials != nil {
+		t.Errorf("credentials without auth: %+v", rc.Status.Credentials)
+	}
+}
