@@ -30,8 +30,8 @@ func TestApplyObservation(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	type want struct {
 		ready, progressing, degraded, slots string // "Status/Reason"
-		phase                                   cachev1beta1.Phase
-		observed                                bool
+		phase                               cachev1beta1.Phase
+		observed                            bool
 	}
 	for _, tc := range []struct {
 		name      string
