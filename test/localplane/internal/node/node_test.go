@@ -180,8 +180,8 @@ func TestShadowDirs(t *testing.T) {
 		{src: "/state/cfg", dst: filepath.Join(closed, "conf", "redis.conf")},
 		{src: "/state/data", dst: filepath.Join(open, "data")},
 	}
-	if got := shadowDirs(mounts, identity{uid: &uid}); !slices.Equal(got, []string{closed}) {
-		t.Errorf("shadowDirs as uid 999 = %q, want [%s]", got, closed)
+	if got := shadowDirs(mounts, identity{uid: &uid, gid: &uid}); !slices.Equal(got, []string{closed}) {
+		t.Errorf("shadowDirs as uid 999 gid 999 = %q, want [%s]", got, closed)
 	}
 	if got := shadowDirs(mounts, identity{}); len(got) != 0 {
 		t.Errorf("shadowDirs as root = %q, want none", got)
