@@ -170,21 +170,22 @@ func TestEveryObject(t *testing.T) {
 			// webhooks through a Service of this render.
 			crd := find(t, objs, "CustomResourceDefinition", "redisclusters.cache.redis.io")
 			strategy, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy")
-			conv, _, _ := unstructured.NestedStringMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service")
+			conv, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service")
 			if strategy != "Webhook" || conv["namespace"] != namespace || conv["path"] != "/convert" {
 				t.Errorf("CRD conversion: strategy %q, service %v", strategy, conv)
 			}
-			find(t, objs, "Service", conv["name"])
+			svcName, _ := conv["name"].(string)
+			find(t, objs, "Service", svcName)
 			vwc := find(t, objs, "ValidatingWebhookConfiguration", "redis-operator-validating-webhook")
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
 			if len(hooks) != 2 {
 				t.Errorf("%d validating webhooks, want one per version", len(hooks))
 			}
 			for _, h := range hooks {
-				svc, _, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
+				svc, _, _ := unstructured.NestedMap(h.(map[string]any), "clientConfig", "service")
 				fail, _, _ := unstructured.NestedString(h.(map[string]any), "failurePolicy")
-				if svc["name"] != conv["name"] || svc["namespace"] != namespace || fail != "Fail" {
-					t.Errorf("validating webhook service %v failurePolicy %q, want %s/%s and Fail", svc, fail, namespace, conv["name"])
+				if svc["name"] != svcName || svc["namespace"] != namespace || fail != "Fail" {
+					t.Errorf("validating webhook service %v failurePolicy %q, want %s/%s and Fail", svc, fail, namespace, svcName)
 				}
 			}
 		})
