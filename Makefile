@@ -57,3 +57,9 @@ test: ## Everything CI runs, with its own set-up; prints how long each part took
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
 	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit
 	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
+
+IMG ?= ghcr.io/redis-operator/redis-operator:v0.1.0
+CONTAINER_TOOL ?= docker
+.PHONY: docker-build
+docker-build: ## Build the operator image (not run in CI: there is no container engine there).
+	$(CONTAINER_TOOL) build -t $(IMG) .
