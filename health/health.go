@@ -15,9 +15,11 @@
 //  1. no status → Unknown;
 //  2. Degraded=True for this generation → Degraded;
 //  3. Ready=False for this generation with a failure reason (ShardLost,
-//     SlotsUncovered, ClusterStateFail, ReplicaMissing, RedisUnreachable,
-//     ReconcileError, InvalidSpec, SecretNotFound, VaultUnreachable,
-//     VaultPermissionDenied) → Degraded;
+//     SlotsUncovered, ClusterStateFail, RedisUnreachable, ReconcileError,
+//     InvalidSpec, SecretNotFound, VaultUnreachable, VaultPermissionDenied)
+//     → Degraded. ReplicaMissing is not one: the controller also reports it
+//     while it attaches a replica (Progressing=True); when replicas stay
+//     missing it sets Degraded=True, which rule 2 catches;
 //  4. spec.paused, or Paused=True for this generation (v1alpha1 has no
 //     spec.paused) → Suspended;
 //  5. status.observedGeneration (v1alpha1 has none: the Ready condition's)
@@ -77,7 +79,6 @@ var failureReasons = map[string]bool{
 	cachev1beta1.RedisClusterShardLostReason:             true,
 	cachev1beta1.RedisClusterSlotsUncoveredReason:        true,
 	cachev1beta1.RedisClusterClusterStateFailReason:      true,
-	cachev1beta1.RedisClusterReplicaMissingReason:        true,
 	cachev1beta1.RedisClusterRedisUnreachableReason:      true,
 	cachev1beta1.RedisClusterReconcileErrorReason:        true,
 	cachev1beta1.RedisClusterInvalidSpecReason:           true,
@@ -107,12 +108,12 @@ func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
 
 	degraded := findCondition(conditions, cachev1beta1.RedisClusterDegradedCondition)
 	if degraded != nil && degraded["status"] == "True" && current(degraded) {
-		return argohealth.HealthStatusDegraded, describe(degraded, "", "The cluster serves with reduced redundancy or not at all.")
+		return argohealth.HealthStatusDegraded, describe(degraded, "The cluster serves with reduced redundancy or not at all.")
 	}
 
 	ready := findCondition(conditions, cachev1beta1.RedisClusterReadyCondition)
 	if ready != nil && ready["status"] == "False" && current(ready) && failureReasons[str(ready["reason"])] {
-		return argohealth.HealthStatusDegraded, describe(ready, "", "The cluster is not ready.")
+		return argohealth.HealthStatusDegraded, describe(ready, "The cluster is not ready.")
 	}
 
 	paused := findCondition(conditions, cachev1beta1.RedisClusterPausedCondition)
@@ -138,8 +139,7 @@ func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
 
 	progressing := findCondition(conditions, cachev1beta1.RedisClusterProgressingCondition)
 	if progressing != nil && progressing["status"] == "True" && current(progressing) {
-		reason := str(progressing["reason"])
-		return argohealth.HealthStatusProgressing, describe(progressing, progressDetail(status, reason), "The operator is changing the cluster.")
+		return argohealth.HealthStatusProgressing, describe(progressing, "The operator is changing the cluster.")
 	}
 	if phase := str(status["phase"]); progressPhases[phase] {
 		return argohealth.HealthStatusProgressing, "The cluster is in phase " + phase + "."
@@ -153,48 +153,25 @@ func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
 	}
 	if ready["status"] == "True" {
 		if current(ready) {
-			return argohealth.HealthStatusHealthy, describe(ready, "", "The cluster is ready.")
+			return argohealth.HealthStatusHealthy, describe(ready, "The cluster is ready.")
 		}
 		return argohealth.HealthStatusProgressing, "Waiting for the Ready condition of the current generation."
 	}
-	return argohealth.HealthStatusProgressing, describe(ready, "", "The cluster is not ready yet.")
+	return argohealth.HealthStatusProgressing, describe(ready, "The cluster is not ready yet.")
 }
 
-// progressDetail is the progress shown beside the Progressing reason: slots
-// moved while scaling, the step of a credential rotation; "" when none.
-func progressDetail(status map[string]any, reason string) string {
-	switch reason {
-	case cachev1beta1.RedisClusterScalingReason:
-		migration := field(status, "migration")
-		total := num(migration["slotsTotal"])
-		if total.ok && total.v > 0 {
-			// A missing slotsMoved (omitempty drops 0) counts as 0.
-			moved := num(migration["slotsMoved"])
-			return moved.String() + "/" + total.String() + " slots moved"
-		}
-	case cachev1beta1.RedisClusterRotatingCredentialsReason:
-		if step := str(field(status, "credentials")["rotationStep"]); step != "" {
-			return "step " + step
-		}
-	}
-	return ""
-}
-
-// describe renders "Reason (detail): message", leaving out what is empty;
-// fallback stands in for an empty message.
-func describe(c map[string]any, detail, fallback string) string {
+// describe renders "Reason: message", or just the message when the reason
+// is empty; fallback stands in for an empty message.
+func describe(c map[string]any, fallback string) string {
 	message := str(c["message"])
 	if message == "" {
 		message = fallback
 	}
-	prefix := str(c["reason"])
-	if prefix == "" {
+	reason := str(c["reason"])
+	if reason == "" {
 		return message
 	}
-	if detail != "" {
-		prefix += " (" + detail + ")"
-	}
-	return prefix + ": " + message
+	return reason + ": " + message
 }
 
 // findCondition returns the first condition of the given type in a

@@ -99,23 +99,34 @@ func TestForRedisClusterMatchesFixtures(t *testing.T) {
 		}
 		t.Run(ft.InputPath, func(t *testing.T) {
 			got := ForRedisCluster(typedFixture(t, ft.InputPath), nil)
-			want := cachev1beta1.HealthStatus{Status: cachev1beta1.HealthCode(ft.HealthStatus.Status), Message: ft.HealthStatus.Message}
-			if got != want {
+			if want := fixtureVerdict(t, ft.InputPath); got != want {
 				t.Errorf("ForRedisCluster = %+v, want %+v", got, want)
 			}
 		})
 	}
 }
 
+// fixtureVerdict is the expected verdict health_test.yaml gives a fixture.
+func fixtureVerdict(t *testing.T, inputPath string) cachev1beta1.HealthStatus {
+	t.Helper()
+	for _, ft := range loadFixtureTests(t) {
+		if ft.InputPath == inputPath {
+			return cachev1beta1.HealthStatus{Status: cachev1beta1.HealthCode(ft.HealthStatus.Status), Message: ft.HealthStatus.Message}
+		}
+	}
+	t.Fatalf("%s is not in health_test.yaml", inputPath)
+	return cachev1beta1.HealthStatus{}
+}
+
 func TestForRedisClusterFoldsInChildren(t *testing.T) {
 	healthyChildren := func(t *testing.T) []*unstructured.Unstructured {
 		return []*unstructured.Unstructured{
-			shardSet(t, "demo-0", 2, 2), shardSet(t, "demo-1", 2, 2), shardSet(t, "demo-2", 2, 2),
-			claim(t, "data-demo-0-0", corev1.ClaimBound), claim(t, "data-demo-0-1", corev1.ClaimBound),
+			shardSet(t, "demo-shard-0", 2, 2), shardSet(t, "demo-shard-1", 2, 2), shardSet(t, "demo-shard-2", 2, 2),
+			claim(t, "data-demo-shard-0-0", corev1.ClaimBound), claim(t, "data-demo-shard-0-1", corev1.ClaimBound),
 			service(t, "demo-headless"), service(t, "demo"),
 		}
 	}
-	readyMessage := "Ready: 3 shards with 1 replica each serve all 16384 slots"
+	ready := fixtureVerdict(t, "testdata/ready.yaml")
 
 	tests := []struct {
 		name     string
@@ -126,28 +137,28 @@ func TestForRedisClusterFoldsInChildren(t *testing.T) {
 		name:     "healthy children keep the cluster's verdict",
 		cluster:  readyCluster,
 		children: healthyChildren,
-		want:     cachev1beta1.HealthStatus{Status: cachev1beta1.HealthHealthy, Message: readyMessage},
+		want:     ready,
 	}, {
 		name:    "a StatefulSet waiting for a pod makes it Progressing",
 		cluster: readyCluster,
 		children: func(t *testing.T) []*unstructured.Unstructured {
-			return append(healthyChildren(t), shardSet(t, "demo-1", 2, 1))
+			return append(healthyChildren(t), shardSet(t, "demo-shard-1", 2, 1))
 		},
-		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthProgressing, Message: "StatefulSet demo-1: Waiting for 1 pods to be ready..."},
+		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthProgressing, Message: "StatefulSet demo-shard-1: Waiting for 1 pods to be ready..."},
 	}, {
 		name:    "a lost PVC makes it Degraded, beating a Progressing StatefulSet",
 		cluster: readyCluster,
 		children: func(t *testing.T) []*unstructured.Unstructured {
-			return append(healthyChildren(t), shardSet(t, "demo-2", 2, 0), claim(t, "data-demo-2-0", corev1.ClaimLost))
+			return append(healthyChildren(t), shardSet(t, "demo-shard-2", 2, 0), claim(t, "data-demo-shard-2-0", corev1.ClaimLost))
 		},
-		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthDegraded, Message: "PersistentVolumeClaim data-demo-2-0 is Degraded."},
+		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthDegraded, Message: "PersistentVolumeClaim data-demo-shard-2-0 is Degraded."},
 	}, {
 		name:    "a PVC without a phase yet says nothing",
 		cluster: readyCluster,
 		children: func(t *testing.T) []*unstructured.Unstructured {
-			return append(healthyChildren(t), claim(t, "data-demo-0-2", ""))
+			return append(healthyChildren(t), claim(t, "data-demo-shard-0-2", ""))
 		},
-		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthHealthy, Message: readyMessage},
+		want: ready,
 	}, {
 		name:    "a child being deleted is Progressing",
 		cluster: readyCluster,
@@ -161,16 +172,16 @@ func TestForRedisClusterFoldsInChildren(t *testing.T) {
 		name:    "a degraded cluster stays Degraded whatever its children say",
 		cluster: func(t *testing.T) *cachev1beta1.RedisCluster { return typedFixture(t, "testdata/degraded.yaml") },
 		children: func(t *testing.T) []*unstructured.Unstructured {
-			return append(healthyChildren(t), shardSet(t, "demo-2", 2, 0))
+			return append(healthyChildren(t), shardSet(t, "demo-shard-2", 2, 0))
 		},
-		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthDegraded, Message: "ShardLost: shard demo-2 lost its master and every replica, so slots 10923-16383 have no owner; lostShardPolicy Wait leaves them unassigned"},
+		want: fixtureVerdict(t, "testdata/degraded.yaml"),
 	}, {
 		name:    "a paused cluster with a pod coming back is Progressing",
 		cluster: func(t *testing.T) *cachev1beta1.RedisCluster { return typedFixture(t, "testdata/paused.yaml") },
 		children: func(t *testing.T) []*unstructured.Unstructured {
-			return append(healthyChildren(t), shardSet(t, "demo-0", 2, 1))
+			return append(healthyChildren(t), shardSet(t, "demo-shard-0", 2, 1))
 		},
-		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthProgressing, Message: "StatefulSet demo-0: Waiting for 1 pods to be ready..."},
+		want: cachev1beta1.HealthStatus{Status: cachev1beta1.HealthProgressing, Message: "StatefulSet demo-shard-0: Waiting for 1 pods to be ready..."},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,7 +230,7 @@ func TestForRedisClusterBoundsTheMessage(t *testing.T) {
 }
 
 func TestOverrideLeavesOtherKindsToGitopsEngine(t *testing.T) {
-	if h, err := (Override{}).GetResourceHealth(shardSet(t, "demo-0", 2, 2)); h != nil || err != nil {
+	if h, err := (Override{}).GetResourceHealth(shardSet(t, "demo-shard-0", 2, 2)); h != nil || err != nil {
 		t.Errorf("Override on a StatefulSet = %v, %v; want nil, nil", h, err)
 	}
 	other := &unstructured.Unstructured{}

@@ -23,12 +23,13 @@
 --   9. anything else                              -> Progressing
 
 -- Ready reasons that mean failure rather than work in progress
--- (apis/cache/v1beta1/conditions.go).
+-- (apis/cache/v1beta1/conditions.go). Not ReplicaMissing: the controller
+-- also reports it while attaching a replica; when replicas stay missing it
+-- sets Degraded=True.
 local failureReasons = {
   ShardLost = true,
   SlotsUncovered = true,
   ClusterStateFail = true,
-  ReplicaMissing = true,
   RedisUnreachable = true,
   ReconcileError = true,
   InvalidSpec = true,
@@ -77,40 +78,18 @@ local function findCondition(conditions, condType)
   return nil
 end
 
--- "Reason (detail): message", leaving out what is empty; fallback stands in
--- for an empty message.
-local function describe(c, detail, fallback)
+-- "Reason: message", or just the message when the reason is empty;
+-- fallback stands in for an empty message.
+local function describe(c, fallback)
   local message = str(c.message)
   if message == "" then
     message = fallback
   end
-  local prefix = str(c.reason)
-  if prefix == "" then
+  local reason = str(c.reason)
+  if reason == "" then
     return message
   end
-  if detail ~= "" then
-    prefix = prefix .. " (" .. detail .. ")"
-  end
-  return prefix .. ": " .. message
-end
-
--- Progress shown beside the Progressing reason: slots moved while scaling,
--- the step of a credential rotation.
-local function progressDetail(status, reason)
-  if reason == "Scaling" then
-    local migration = tbl(status.migration)
-    local total = num(migration.slotsTotal)
-    if total ~= nil and total > 0 then
-      return (num(migration.slotsMoved) or 0) .. "/" .. total .. " slots moved"
-    end
-  end
-  if reason == "RotatingCredentials" then
-    local step = str(tbl(status.credentials).rotationStep)
-    if step ~= "" then
-      return "step " .. step
-    end
-  end
-  return ""
+  return reason .. ": " .. message
 end
 
 local function assess(obj)
@@ -127,12 +106,12 @@ local function assess(obj)
 
   local degraded = findCondition(conditions, "Degraded")
   if degraded ~= nil and degraded.status == "True" and current(degraded) then
-    return "Degraded", describe(degraded, "", "The cluster serves with reduced redundancy or not at all.")
+    return "Degraded", describe(degraded, "The cluster serves with reduced redundancy or not at all.")
   end
 
   local ready = findCondition(conditions, "Ready")
   if ready ~= nil and ready.status == "False" and current(ready) and failureReasons[str(ready.reason)] then
-    return "Degraded", describe(ready, "", "The cluster is not ready.")
+    return "Degraded", describe(ready, "The cluster is not ready.")
   end
 
   local paused = findCondition(conditions, "Paused")
@@ -156,8 +135,7 @@ local function assess(obj)
 
   local progressing = findCondition(conditions, "Progressing")
   if progressing ~= nil and progressing.status == "True" and current(progressing) then
-    local reason = str(progressing.reason)
-    return "Progressing", describe(progressing, progressDetail(status, reason), "The operator is changing the cluster.")
+    return "Progressing", describe(progressing, "The operator is changing the cluster.")
   end
   local phase = str(status.phase)
   if progressPhases[phase] then
@@ -173,11 +151,11 @@ local function assess(obj)
   end
   if ready.status == "True" then
     if current(ready) then
-      return "Healthy", describe(ready, "", "The cluster is ready.")
+      return "Healthy", describe(ready, "The cluster is ready.")
     end
     return "Progressing", "Waiting for the Ready condition of the current generation."
   end
-  return "Progressing", describe(ready, "", "The cluster is not ready yet.")
+  return "Progressing", describe(ready, "The cluster is not ready yet.")
 end
 
 local hs = {}
