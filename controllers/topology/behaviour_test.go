@@ -591,4 +591,7 @@ func TestApplyConfig(t *testing.T) {
 	if err := bad.ApplyConfig(ctx, d.endpoints(), map[string]string{"hz": "10"}); !errors.Is(err, ErrAuth) {
 		t.Fatalf("wrong password: %v", err)
 	}
+	if _, err := bad.Reconcile(ctx, d, nil); !errors.Is(err, ErrAuth) {
+		t.Fatalf("Reconcile with a wrong password: %v", err)
+	}
 }

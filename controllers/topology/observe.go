@@ -32,7 +32,7 @@ func New(opts Options) *Engine {
 		opts.CommandTimeout = 5 * time.Second
 	}
 	if opts.MigrateBatch <= 0 {
-		opts.MigrateBatch = 500
+		opts.MigrateBatch = 200
 	}
 	if opts.MigrateTimeout <= 0 {
 		opts.MigrateTimeout = 30 * time.Second

@@ -193,7 +193,8 @@ type Options struct {
 	DialTimeout    time.Duration // default 2 s
 	CommandTimeout time.Duration // per ordinary command; default 5 s
 	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and per MIGRATE ... KEYS
-	// (default 500; redis-cli uses 10).
+	// (default 200; redis-cli uses 10). Larger batches mean fewer round trips but longer
+	// MIGRATE calls, during which the source serves no other client.
 	MigrateBatch int
 	// MigrateTimeout is MIGRATE's timeout argument: the longest the source waits on the
 	// target for one batch (default 30 s).
