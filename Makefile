@@ -19,8 +19,9 @@ tools: ## Build etcd, kube-apiserver and kube-controller-manager into bin/ (no-o
 	@bash hack/build-tools.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code.
+generate: ## Generate deepcopy code and the argocd-cm patch from health.lua.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+	go generate ./health/argocd
 
 .PHONY: manifests
 manifests: ## Generate the CRDs and RBAC under kustomize/base.
@@ -34,7 +35,7 @@ lint: ## gofmt and go vet.
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.
-	@git diff --exit-code -- apis kustomize/base || { echo "generated files are out of date: run make generate manifests"; exit 1; }
+	@git diff --exit-code -- apis kustomize/base kustomize/components/argocd || { echo "generated files are out of date: run make generate manifests"; exit 1; }
 
 .PHONY: build
 build: ## Build the operator binary into bin/.
@@ -45,9 +46,10 @@ unit: ## Unit and envtest suites of the main module.
 	go test ./... -count=1
 
 .PHONY: modules
-modules: ## Vet and test the separate test modules (test Vault server, local control plane).
+modules: ## Vet and test the separate test modules (test Vault server, local control plane, Argo CD's own Lua VM).
 	cd test/vaultserver && go vet ./... && go test -count=1 ./...
 	cd test/localplane && go vet ./... && go test -count=1 ./...
+	cd test/argocdlua && go vet ./... && go test -count=1 ./...
 
 .PHONY: test
 test: ## Everything CI runs, with its own set-up; prints how long each part took.
