@@ -459,7 +459,9 @@ func (e *Engine) moveRound(ctx context.Context, srcCl, dstCl *redis.Client, src,
 		for i, s := range round {
 			cmds[i] = pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dst.ID)
 		}
-		_, _ = pipe.Exec(ctx)
+		if _, err := pipe.Exec(ctx); connErr(err) != nil {
+			return keys, fmt.Errorf("%s: %w", src.Endpoint.Name, connErr(err))
+		}
 		var again []int
 		var errs []error
 		for i, cmd := range cmds {
@@ -565,7 +567,9 @@ func (e *Engine) drainKeys(ctx context.Context, cl *redis.Client, n, t *NodeView
 		if len(migrates) == 0 {
 			break
 		}
-		_, _ = pipe.Exec(ctx)
+		if _, err := pipe.Exec(ctx); connErr(err) != nil {
+			return moved, fmt.Errorf("%s: %w", n.Endpoint.Name, connErr(err))
+		}
 		for i, m := range migrates {
 			if err := m.Err(); err != nil && err.Error() != "NOKEY" && !strings.HasPrefix(err.Error(), "NOKEY") {
 				return moved, fmt.Errorf("%s: MIGRATE to %s: %w", n.Endpoint.Name, t.Endpoint.Name, classify(err))

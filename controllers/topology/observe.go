@@ -156,7 +156,11 @@ func (e *Engine) observeNode(ctx context.Context, cl *redis.Client, ep Endpoint)
 	replCmd := pipe.Info(cctx, "replication")
 	sizeCmd := pipe.DBSize(cctx)
 	timeoutCmd := pipe.ConfigGet(cctx, "cluster-node-timeout")
-	_, _ = pipe.Exec(cctx) // per-command errors are examined below
+	_, execErr := pipe.Exec(cctx) // per-command errors are examined below
+	if err := connErr(execErr); err != nil {
+		n.Err = err
+		return n
+	}
 	if err := nodesCmd.Err(); err != nil {
 		n.Err = classify(err)
 		return n
@@ -215,6 +219,23 @@ func classify(err error) error {
 	if strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
 		strings.Contains(msg, "invalid password") || strings.Contains(msg, "invalid username-password") {
 		return fmt.Errorf("%w: %w", ErrAuth, err)
+	}
+	return err
+}
+
+// connErr returns the error of a pipeline that failed as a whole — connection refused,
+// timeout, or a rejected AUTH while connecting (go-redis then leaves the commands without
+// their own error) — and nil for replies of individual commands.
+func connErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if c := classify(err); errors.Is(c, ErrAuth) {
+		return c
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return nil
 	}
 	return err
 }

@@ -20,6 +20,13 @@ const (
 // converges or ctx is done. It is safe to call again at any time, including after a crash at
 // any point: every pass starts from a fresh observation.
 //
+// It follows the Redis Cluster specification: nodes join through "Node handshake" (CLUSTER
+// MEET; a node restarted on a new address is met again, never reset), slots move as in "Live
+// resharding" (SETSLOT IMPORTING, MIGRATING, MIGRATE, SETSLOT NODE), failed masters are left
+// to "Replica election and promotion" before their IDs are forgotten as in "Removing nodes
+// from a cluster", and replicas are attached to their shard's master before it receives
+// slots, so that "Replica migration" has no orphaned master to fix.
+//
 // It returns when the cluster converged (nil error); when convergence is blocked by
 // something outside Redis (ErrNotReady: nodes unreachable or missing; ErrShardLost;
 // ErrConflict; ErrAuth); when steps keep failing; or when ctx is done (ctx.Err()). While
