@@ -79,7 +79,7 @@ func FuzzValidate(f *testing.F) {
 // through their constructors, so that they hold what parsing JSON can
 // produce, negative values included.
 func fuzzFiller(data []byte) *randfill.Filler {
-	return randfill.NewFromGoFuzz(data).NilChance(0.3).Funcs(
+	return randfill.NewFromGoFuzz(data).NilChance(0.3).NumElements(0, 3).MaxDepth(8).Funcs(
 		func(q *resource.Quantity, c randfill.Continue) {
 			formats := []resource.Format{resource.BinarySI, resource.DecimalSI, resource.DecimalExponent}
 			*q = *resource.NewQuantity(c.Int63()-c.Int63(), formats[c.Intn(len(formats))])

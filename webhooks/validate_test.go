@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -553,5 +554,20 @@ func TestSpokeErrorsKeepV1alpha1Paths(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `RedisCluster.cache.redis.io "cache" is invalid`) {
 		t.Fatalf("error %q does not name the object", err)
+	}
+}
+
+// TestManyErrorsAreCapped: a spec with hundreds of problems gets the first
+// fifty and a count of the rest, not a response that grows without bound.
+func TestManyErrorsAreCapped(t *testing.T) {
+	rc := validHub()
+	rc.Spec.Pod.Labels = map[string]string{}
+	for i := range 200 {
+		rc.Spec.Pod.Labels[fmt.Sprintf("cache.redis.io/l%03d", i)] = "x"
+	}
+	_, err := (&Validator{}).ValidateV1beta1(nil, rc)
+	got := causes(t, err)
+	if len(got) != maxErrors+1 || got[maxErrors] != "spec: Forbidden: 150 more errors not shown; fix the ones above first" {
+		t.Fatalf("%d causes, last %q", len(got), got[len(got)-1])
 	}
 }

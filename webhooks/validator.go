@@ -68,11 +68,26 @@ func (r result) admission(name string) (admission.Warnings, error) {
 	for _, w := range r.warnings {
 		warnings = append(warnings, w.String())
 	}
+	if len(warnings) > maxWarnings {
+		warnings = append(warnings[:maxWarnings], fmt.Sprintf("%d more warnings not shown", len(warnings)-maxWarnings))
+	}
 	if len(r.errs) == 0 {
 		return warnings, nil
 	}
-	return warnings, apierrors.NewInvalid(groupKind, name, r.errs)
+	errs := r.errs
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], field.Forbidden(field.NewPath("spec"), fmt.Sprintf("%d more errors not shown; fix the ones above first", len(r.errs)-maxErrors)))
+	}
+	return warnings, apierrors.NewInvalid(groupKind, name, errs)
 }
+
+// maxErrors and maxWarnings bound what one response lists: the message of
+// an Invalid error grows with the square of the number of causes, and a
+// spec of thousands of bad labels would otherwise cost the webhook seconds.
+const (
+	maxErrors   = 50
+	maxWarnings = 20
+)
 
 // ValidateV1alpha1 validates a v1alpha1 RedisCluster being created (old
 // nil) or updated, through its v1beta1 form.
