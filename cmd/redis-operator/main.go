@@ -26,6 +26,7 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/webhooks"
 )
 
 // serviceAccountNamespaceFile is where a pod finds its own namespace.
@@ -55,6 +56,10 @@ func main() {
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
+	// Webhooks (package webhooks): --webhook-certs and the names the
+	// self-managed certificates use.
+	var webhookOpts webhooks.Options
+	webhookOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -89,6 +94,15 @@ func main() {
 
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: maxConcurrent}); err != nil {
 		log.Error(err, "Cannot set up the RedisCluster controller")
+		os.Exit(1)
+	}
+
+	// Webhooks: conversion (v1alpha1 <-> v1beta1) and validation of both
+	// versions, served by every replica (not only the leader), with the
+	// serving certificate self-managed or mounted (--webhook-certs). Adds
+	// the readiness checks webhook-server and webhook-certs.
+	if err := webhooks.Setup(mgr, webhookOpts); err != nil {
+		log.Error(err, "Cannot set up the webhooks")
 		os.Exit(1)
 	}
 
