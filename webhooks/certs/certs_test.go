@@ -191,15 +191,29 @@ func startReplica(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, namesp
 	return r
 }
 
-// readiness returns nil when the replica's /readyz/<check> answers 200.
+// readyzStatus returns the HTTP status of the replica's /readyz/<check>;
+// check "" is the manager's whole readiness (every check together).
+func (r *replica) readyzStatus(check string) (int, error) {
+	path := "/readyz"
+	if check != "" {
+		path += "/" + check
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", r.probePort, path))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// readiness returns nil when /readyz/<check> answers 200.
 func (r *replica) readiness(check string) error {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz/%s", r.probePort, check))
+	code, err := r.readyzStatus(check)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz/%s: %s", check, resp.Status)
+	if code != http.StatusOK {
+		return fmt.Errorf("readyz/%s: HTTP %d", check, code)
 	}
 	return nil
 }
@@ -342,13 +356,22 @@ func TestSelfManagedCertificates(t *testing.T) {
 	// created, and the replica must say it is not ready.
 	namespace := "redis-operator-system"
 	first := startReplica(t, cfg, scheme, namespace, port, "cert-rotator-first")
-	if err := first.readiness("webhook-certs"); err == nil {
-		t.Fatal("ready before any certificate exists")
+	for _, check := range []string{"", "webhook-certs"} {
+		var code int
+		eventually(t, "health probes answering", func() (err error) {
+			code, err = first.readyzStatus(check)
+			return err
+		})
+		if code != http.StatusInternalServerError && code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz/%s answers HTTP %d before any certificate exists", check, code)
+		}
 	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replica ready", func() error { return errors.Join(first.readiness("webhook-certs"), first.readiness("webhook-server")) })
+	eventually(t, "replica ready", func() error {
+		return errors.Join(first.readiness(""), first.readiness("webhook-certs"), first.readiness("webhook-server"))
+	})
 
 	// The Secret holds a CA and a serving certificate for the DNS name,
 	// signed by that CA; the CA is injected; the server presents it.
