@@ -97,7 +97,8 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 			if failures >= maxFailures {
 				return res, err
 			}
-			if err := sleep(ctx, e.opts.PollInterval); err != nil {
+			// Back off (0.2 s, 0.4 s, 0.8 s, …): a node may be restarting or loading.
+			if err := sleep(ctx, e.opts.PollInterval<<failures); err != nil {
 				return e.finalResult(c, desired, res), err
 			}
 			continue
