@@ -362,7 +362,9 @@ func validateConfig(config map[string]string, p *field.Path, r *result) {
 			continue
 		}
 		if strings.ContainsAny(value, "\r\n\x00") {
-			r.add(field.Invalid(kp, value, "must not contain line breaks or NUL characters: each parameter is one line of redis.conf"))
+			// The value is left out of the message: a smuggled line may
+			// well carry a password.
+			r.add(field.Invalid(kp, field.OmitValueType{}, "must not contain line breaks or NUL characters: each parameter is one line of redis.conf"))
 			continue
 		}
 		name := key

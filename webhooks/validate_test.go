@@ -167,7 +167,7 @@ func TestMalformedSpecs(t *testing.T) {
 		{name: "upper-case key slipping past the owned list", hub: config("PORT", "7000"),
 			want: `spec.config[PORT]: Invalid value: "PORT": must be a Redis parameter name in lowercase letters, digits, '-' and '_' (Redis ignores letter case, so other spellings could slip past the parameters the operator owns)`},
 		{name: "line break smuggling a directive", hub: config("maxmemory", "1gb\nrequirepass x"),
-			want: `spec.config[maxmemory]: Invalid value: "1gb\nrequirepass x": must not contain line breaks or NUL characters: each parameter is one line of redis.conf`},
+			want: `spec.config[maxmemory]: Invalid value: must not contain line breaks or NUL characters: each parameter is one line of redis.conf`},
 		{name: "alias set twice", hub: config("replica-priority", "10", "slave-priority", "20"),
 			want: `spec.config[slave-priority]: Invalid value: "slave-priority": is the same Redis parameter as replica-priority, which is also set`},
 
