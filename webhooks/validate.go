@@ -37,11 +37,11 @@ const (
 	DefaultScaleInWarningFraction = 0.5
 )
 
-// MinStorageSize is the smallest spec.storage.size accepted: a volume holds
+// minStorageSize is the smallest spec.storage.size accepted: a volume holds
 // nodes.conf, the RDB snapshot and the AOF of one node; below 64Mi a
 // snapshot of a modest dataset no longer fits, and no cloud provider
 // provisions disks that small anyway.
-var MinStorageSize = resource.MustParse("64Mi")
+var minStorageSize = resource.MustParse("64Mi")
 
 // reservedPodLabels are labels the operator sets on Redis pods to select
 // them (StatefulSet selectors, Services, PodDisruptionBudgets) or that
@@ -264,9 +264,9 @@ func (v *Validator) validateStorage(storage *cachev1beta1.StorageSpec, res *core
 		// The schema default applies.
 		return
 	}
-	if size.Cmp(MinStorageSize) < 0 {
+	if size.Cmp(minStorageSize) < 0 {
 		r.add(field.Invalid(p.Child("size"), size.String(),
-			fmt.Sprintf("must be at least %s: the volume holds the node's nodes.conf, RDB snapshot and append-only file", MinStorageSize.String())))
+			fmt.Sprintf("must be at least %s: the volume holds the node's nodes.conf, RDB snapshot and append-only file", minStorageSize.String())))
 		return
 	}
 	if limit, ok := res.Limits[corev1.ResourceMemory]; ok && limit.Sign() > 0 {
