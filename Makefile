@@ -27,6 +27,7 @@ generate: ## Generate deepcopy code and the argocd-cm patch from health.lua.
 manifests: ## Generate the CRDs and RBAC under kustomize/base.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=kustomize/base/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=redis-operator paths="./controllers/...;./webhooks/..." output:rbac:artifacts:config=kustomize/base/rbac
+	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=kustomize/base/webhook
 
 .PHONY: lint
 lint: ## gofmt and go vet.
