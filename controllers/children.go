@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -79,6 +80,12 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	if err := r.listStatefulSets(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
+	var created []string
+	defer func() {
+		if len(created) > 0 {
+			s.normal("ShardCreated", "Created StatefulSets %s", strings.Join(created, ", "))
+		}
+	}()
 	for i := 0; i < int(rc.Spec.Shards); i++ {
 		if _, err := r.apply(ctx, s, resources.PodDisruptionBudget(rc, i), &policyv1.PodDisruptionBudget{}); err != nil {
 			return ctrl.Result{}, true, err
@@ -93,7 +100,7 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 			return ctrl.Result{}, true, err
 		}
 		if wrote && live == nil {
-			s.normal("ShardCreated", "Created StatefulSet %s for shard %d", desired.Name, i)
+			created = append(created, desired.Name)
 		}
 	}
 	return ctrl.Result{}, false, r.listStatefulSets(ctx, s)

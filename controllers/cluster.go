@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,9 +105,6 @@ type progressReporter struct {
 	wrote time.Time
 }
 
-// maxStepEvents bounds the events one Reconcile call emits.
-const maxStepEvents = 10
-
 func (p *progressReporter) report(pr topology.Progress) {
 	p.last = pr
 	if pr.Step != "" && !slices.Contains(p.steps, pr.Step) && !isWaitStep(pr.Step) {
@@ -144,15 +142,30 @@ func (p *progressReporter) writeMigration() {
 	}
 }
 
+// flushEvents records one event for the engine call's actions (none when
+// it only observed or waited): the runs of steps in order, at most
+// maxStepsInEvent of them, and the migration's totals. One event per call
+// keeps a long scale-out from exhausting the event rate limit of the
+// object, so the events of every later action still get through.
 func (p *progressReporter) flushEvents() {
-	for i, step := range p.steps {
-		if i == maxStepEvents {
-			p.s.normal("Topology", "%d more topology steps", len(p.steps)-maxStepEvents)
-			break
-		}
-		p.s.normal("Topology", "%s", step)
+	if len(p.steps) == 0 {
+		return
 	}
+	shown := p.steps
+	more := ""
+	if len(shown) > maxStepsInEvent {
+		more = fmt.Sprintf("; and %d more", len(shown)-maxStepsInEvent)
+		shown = shown[:maxStepsInEvent]
+	}
+	msg := strings.Join(shown, "; ") + more
+	if m := p.migration(); m != nil {
+		msg = fmt.Sprintf("%s (moved %d of %d slots, %d keys)", msg, m.SlotsMoved, m.SlotsTotal, m.KeysMoved)
+	}
+	p.s.normal("Topology", "%s", msg)
 }
+
+// maxStepsInEvent bounds the step runs one Topology event lists.
+const maxStepsInEvent = 8
 
 // summarize reduces a view (and the engine's result, when it ran) to what
 // the status and the metrics need.
@@ -172,14 +185,20 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 			t.Unreachable = append(t.Unreachable, n.Endpoint.Name)
 			continue
 		}
+		self := n.Self()
+		t.KnownNodes = max(t.KnownNodes, n.Info.KnownNodes)
+		if self == nil {
+			continue
+		}
+		// A node that has not joined yet (it knows only itself and owns
+		// nothing: a new pod of a scale-out) reports cluster_state:fail;
+		// that says nothing about the cluster.
+		if n.Info.KnownNodes <= 1 && len(self.Slots) == 0 {
+			continue
+		}
 		reachable++
 		if !n.Info.OK() {
 			t.StateOK = false
-		}
-		t.KnownNodes = max(t.KnownNodes, n.Info.KnownNodes)
-		self := n.Self()
-		if self == nil {
-			continue
 		}
 		if len(self.Importing) > 0 || len(self.Migrating) > 0 {
 			t.OpenSlots = true

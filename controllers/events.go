@@ -22,21 +22,22 @@ func (r *RedisClusterReconciler) emitTransitionEvents(s *scope) {
 		n.Status == "True" && (o == nil || o.Status != "True" || o.Reason != n.Reason) {
 		s.warning(n.Reason, "%s", n.Message)
 	}
+	announced := false
 	if o, n := get(old, cachev1beta1.RedisClusterProgressingCondition), get(cur, cachev1beta1.RedisClusterProgressingCondition); n != nil &&
 		n.Status == "True" && (o == nil || o.Status != "True" || o.Reason != n.Reason) {
 		switch n.Reason {
 		case cachev1beta1.RedisClusterScalingReason, cachev1beta1.RedisClusterUpgradingReason, cachev1beta1.RedisClusterBootstrappingReason:
 			s.normal(n.Reason, "%s", n.Message)
+			announced = true
 		}
 	}
-	if o, n := get(old, cachev1beta1.RedisClusterReadyCondition), get(cur, cachev1beta1.RedisClusterReadyCondition); n != nil && o != nil && o.Status != n.Status {
-		if n.Status == "True" {
-			s.normal("Ready", "%s", n.Message)
-		} else if o.Status == "True" {
-			s.normal("NotReady", "%s: %s", n.Reason, n.Message)
-		}
-	} else if n != nil && o == nil && n.Status == "True" {
+	o, n := get(old, cachev1beta1.RedisClusterReadyCondition), get(cur, cachev1beta1.RedisClusterReadyCondition)
+	switch {
+	case n == nil:
+	case n.Status == "True" && (o == nil || o.Status != "True"):
 		s.normal("Ready", "%s", n.Message)
+	case n.Status != "True" && o != nil && o.Status == "True" && !announced:
+		s.normal("NotReady", "%s: %s", n.Reason, n.Message)
 	}
 	for _, e := range s.events {
 		typ := corev1.EventTypeNormal

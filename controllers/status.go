@@ -216,8 +216,8 @@ func progressReason(o *observation) (reason, message string) {
 	switch {
 	case len(o.StalePods) > 0:
 		return cachev1beta1.RedisClusterUpgradingReason,
-			fmt.Sprintf("Rolling %d pods to the new template, replicas first, each master after a planned failover: %s.",
-				len(o.StalePods), names(o.StalePods))
+			fmt.Sprintf("Rolling %s to the new template, replicas first, each master after a planned failover: %s.",
+				plural(len(o.StalePods), "pod"), names(o.StalePods))
 	case len(o.Pods.NotReady) > 0:
 		return cachev1beta1.RedisClusterPendingReason,
 			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
@@ -294,7 +294,7 @@ func readyCondition(rc *cachev1beta1.RedisCluster, o *observation, degraded, pro
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterUnknownReason, "The cluster has not been fully observed yet."}
 	default:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReadyReason,
-			fmt.Sprintf("%d shards with %d replicas each serve all %d slots.", rc.Spec.Shards, rc.Spec.ReplicasPerShard, topology.NumSlots)}
+			fmt.Sprintf("%d shards with %s each serve all %d slots.", rc.Spec.Shards, plural(int(rc.Spec.ReplicasPerShard), "replica"), topology.NumSlots)}
 	}
 }
 
@@ -398,4 +398,12 @@ func sentence(s string) string {
 		s += "."
 	}
 	return s
+}
+
+// plural writes "1 pod", "2 pods".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +61,8 @@ func main() {
 	// self-managed certificates use.
 	var webhookOpts webhooks.Options
 	webhookOpts.BindFlags(flag.CommandLine)
+	enableWebhooks := flag.Bool("webhooks", true,
+		"Serve the conversion and validating webhooks; false runs the controller alone, for example outside a cluster against a kubeconfig whose CRDs have no webhooks configured")
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -81,6 +84,13 @@ func main() {
 		LeaderElectionNamespace: leaderElectionNamespace,
 		// Step down cleanly on SIGTERM so a new leader takes over at once.
 		LeaderElectionReleaseOnCancel: true,
+		// client-go's default spam filter lets 25 events per object through
+		// and then one per 5 minutes, which a rolling update or a scale-out
+		// of a large cluster exceeds; the operator reports each topology
+		// action once, so allow more. The manager lives as long as the
+		// process, so the broadcaster it deprecates for leaking goroutines
+		// in shorter-lived managers is safe here.
+		EventBroadcaster: record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 200, QPS: 1.0 / 10}),
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                   {Label: managed},
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
@@ -101,9 +111,11 @@ func main() {
 	// versions, served by every replica (not only the leader), with the
 	// serving certificate self-managed or mounted (--webhook-certs). Adds
 	// the readiness checks webhook-server and webhook-certs.
-	if err := webhooks.Setup(mgr, webhookOpts); err != nil {
-		log.Error(err, "Cannot set up the webhooks")
-		os.Exit(1)
+	if *enableWebhooks {
+		if err := webhooks.Setup(mgr, webhookOpts); err != nil {
+			log.Error(err, "Cannot set up the webhooks")
+			os.Exit(1)
+		}
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
