@@ -306,52 +306,79 @@ func TestInterruptedMigrationCancel(t *testing.T) {
 	redistest.Verify(t, c.client(d), ds)
 }
 
-// Behaviour 4b: kill -9 the destination mid-migration; after it restarts with its
-// nodes.conf and AOF, the next run repairs the open slots and no key is lost.
+// Behaviour 4b: kill -9 the destination mid-migration, while scaling out and while scaling
+// in; after it restarts with its nodes.conf and AOF, the next run repairs the open slots
+// and no key is lost. A leaving source with open slots is never forgotten nor removable.
 func TestInterruptedMigrationKillTarget(t *testing.T) {
-	c := newTestCluster(t, redistest.Options{AppendFsyncAlways: true}, Options{MigrateSlotsPerRound: 1024, MigrateBatch: 50})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
-	ds := redistest.Dataset{Prefix: "k9", Keys: 20_000, LargeEvery: 1000, LargeFields: 500}
-	redistest.Load(t, c.client(d), ds)
+	for _, scaleIn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "scale-out", true: "scale-in"}[scaleIn], func(t *testing.T) {
+			c := newTestCluster(t, redistest.Options{AppendFsyncAlways: true}, Options{MigrateSlotsPerRound: 1024, MigrateBatch: 50})
+			all := c.addShards(map[bool]int{false: 3, true: 4}[scaleIn], 1)
+			d := c.desired(0, all)
+			c.assertShape(d, c.reconcile(d, nil))
+			ds := redistest.Dataset{Prefix: "k9", Keys: 20_000, LargeEvery: 1000, LargeFields: 500}
+			redistest.Load(t, c.client(d), ds)
 
-	all = append(all, c.addShards(1, 1)...)
-	d = c.desired(0, all)
-	target := c.nodes["s3"][0]
-	// Kill the target while keys stream into it (inside a pipelined round).
-	killed := make(chan struct{})
-	go func() {
-		defer close(killed)
-		cl := target.Client()
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			n, err := cl.DBSize(ctx).Result()
-			cancel()
-			if err == nil && n >= 1500 {
-				target.Kill()
-				return
+			var target *redistest.Node
+			if scaleIn {
+				d = c.desired(0, all[:3], all[3])
+				target = c.nodes["s0"][0] // the first receiver of the leaving shard's slots
+			} else {
+				all = append(all, c.addShards(1, 1)...)
+				d = c.desired(0, all)
+				target = c.nodes["s3"][0]
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-	res, err := c.tryReconcile(d, nil, 2*time.Minute)
-	<-killed
-	if !errors.Is(err, ErrNotReady) {
-		t.Fatalf("error %v, want ErrNotReady while the target is down", err)
+			before := target.Do("DBSIZE").(int64)
+			// Kill the target while keys stream into it (inside a pipelined round).
+			killed := make(chan struct{})
+			go func() {
+				defer close(killed)
+				cl := target.Client()
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					n, err := cl.DBSize(ctx).Result()
+					cancel()
+					if err == nil && n >= before+1500 {
+						target.Kill()
+						return
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}()
+			res, err := c.tryReconcile(d, nil, 2*time.Minute)
+			<-killed
+			if !errors.Is(err, ErrNotReady) {
+				t.Fatalf("error %v, want ErrNotReady while the target is down", err)
+			}
+			if res.Converged || len(res.Removable) > 0 {
+				t.Fatalf("converged %v, removable %v with the target down", res.Converged, res.Removable)
+			}
+			v := c.observe(d)
+			open := openSlots(v)
+			if len(open) == 0 {
+				t.Fatal("no open slot left by the kill")
+			}
+			t.Logf("%d open slots after the kill", len(open))
+			if scaleIn {
+				leaving := v.Node("s3-0")
+				for _, name := range []string{"s1-0", "s2-0"} {
+					if v.Node(name).Lookup(leaving.ID) == nil {
+						t.Fatalf("%s forgot the leaving master while it has open slots", name)
+					}
+				}
+			}
+			target.Restart()
+			res = c.reconcile(d, nil)
+			if scaleIn {
+				if fmt.Sprint(res.Removable) != "[s3]" {
+					t.Fatalf("removable %v", res.Removable)
+				}
+				d = c.desired(0, all[:3])
+			}
+			c.assertShape(d, res)
+			redistest.Verify(t, c.client(d), ds)
+		})
 	}
-	if res.Converged {
-		t.Fatal("converged with the target down")
-	}
-	if open := openSlots(c.observe(d)); len(open) == 0 {
-		t.Fatal("no open slot left by the kill")
-	} else {
-		t.Logf("open slots after the kill: %v", open)
-	}
-	target.Restart()
-	res = c.reconcile(d, nil)
-	c.assertShape(d, res)
-	redistest.Verify(t, c.client(d), ds)
 }
 
 // Behaviour 4c: a crash of the engine half-way through one slot, reproduced by hand: the
