@@ -356,19 +356,9 @@ func (a *assessment) drained(sh *shardState) (ids []string, ok bool) {
 			return ids, false
 		}
 	}
-	for _, n := range a.reachable() {
-		self := n.Self()
-		for _, id := range ids {
-			for _, peer := range self.Migrating {
-				if peer == id {
-					return ids, false
-				}
-			}
-			for _, peer := range self.Importing {
-				if peer == id {
-					return ids, false
-				}
-			}
+	for _, id := range ids {
+		if a.referencedByOpenSlot(id) {
+			return ids, false
 		}
 	}
 	return ids, true
@@ -440,4 +430,23 @@ func (a *assessment) evenTargets() []int {
 		}
 	}
 	return targets
+}
+
+// referencedByOpenSlot reports whether a reachable node has a slot importing from or
+// migrating to id.
+func (a *assessment) referencedByOpenSlot(id string) bool {
+	for _, n := range a.reachable() {
+		self := n.Self()
+		for _, peer := range self.Migrating {
+			if peer == id {
+				return true
+			}
+		}
+		for _, peer := range self.Importing {
+			if peer == id {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -149,7 +149,8 @@ func (e *Engine) pollNode(ctx context.Context, c *conns, n *NodeView, timeout ti
 
 // ApplyConfig runs CONFIG SET with every key/value of cfg (one atomic CONFIG SET per node,
 // Redis 7 takes several pairs) and then CONFIG REWRITE on every endpoint, concurrently, so a
-// live change also survives restarts. Values are never logged, and values of secret-looking keys are
+// live change also survives restarts (CONFIG REWRITE needs the node's config file to be
+// writable). Values are never logged, and values of secret-looking keys are
 // masked in errors. Errors name the failing endpoints.
 func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string]string) error {
 	if len(cfg) == 0 {

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -515,23 +516,6 @@ func (p *planner) forgetDeadSteps() []Step {
 	return steps
 }
 
-func (p *planner) referencedByOpenSlot(id string) bool {
-	for _, n := range p.reachable() {
-		self := n.Self()
-		for _, peer := range self.Migrating {
-			if peer == id {
-				return true
-			}
-		}
-		for _, peer := range self.Importing {
-			if peer == id {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // takeoverAfter is how long a master may stay unreachable with a live replica before the
 // engine forces the promotion: Redis normally promotes within about 2-4 node timeouts
 // (failure detection, election delay, one retry).
@@ -882,7 +866,7 @@ func (p *planner) checkConverged() {
 		}
 	}
 	for _, name := range p.leavingNames() {
-		if !contains(p.removable(), name) {
+		if !slices.Contains(p.removable(), name) {
 			p.wait("leaving shard %s is not forgotten by every node yet", name)
 		}
 	}
@@ -913,13 +897,4 @@ func (a *assessment) disagreement(n *NodeView) int {
 		}
 	}
 	return d
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
