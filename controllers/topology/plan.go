@@ -336,7 +336,20 @@ func (p *planner) meetSteps() []Step {
 // cluster assigns to others (a newer config epoch: it would take their slots and data).
 // Claims with an older epoch are safe: the node loses them and becomes a replica, as an old
 // master does when it comes back (spec: "How nodes rejoin the cluster").
+//
+// It also refuses a node that has live links to nodes this cluster does not know and that
+// are none of the endpoints: it belongs to another running cluster (e.g. a reused volume),
+// and meeting it would merge the two through gossip.
 func (p *planner) mergeConflict(anchor, m *NodeView) error {
+	for _, r := range m.Known {
+		if r.Flags.Myself || !r.Connected || r.Failing() || r.Flags.Handshake || r.Flags.NoAddr {
+			continue
+		}
+		if anchor.Lookup(r.ID) == nil && p.byID[r.ID] == nil {
+			return fmt.Errorf("%w: %s is linked to node %s (%s), which is not part of this cluster; refusing to meet it",
+				ErrConflict, m.Endpoint.Name, r.ID, r.Addr())
+		}
+	}
 	self := m.Self()
 	if self == nil || len(self.Slots) == 0 {
 		return nil

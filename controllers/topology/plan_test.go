@@ -278,3 +278,40 @@ func TestPlanRefusesToMergeANewerCluster(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanRefusesANodeOfAnotherLiveCluster(t *testing.T) {
+	d := fixtureDesired(nil)
+	v := fixtureView(t, "healthy-3x1.cluster-nodes.txt", d)
+	// s2-1 comes back (forgotten by the others) linked to a live node nobody here knows.
+	n := v.Node("s2-1")
+	foreign := NodeRecord{ID: strings.Repeat("e", 40), IP: "127.0.0.99", Port: 6379, BusPort: 16379, Connected: true,
+		Flags: NodeFlags{Master: true}, Slots: []SlotRange{{0, 16383}}, ConfigEpoch: 1}
+	n.Known = append(n.Known, foreign)
+	for _, o := range v.Nodes {
+		if o != n {
+			var keep []NodeRecord
+			for _, r := range o.Known {
+				if r.ID != n.ID {
+					keep = append(keep, r)
+				}
+			}
+			o.Known = keep
+		}
+	}
+	steps, err := Plan(v, d)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("error %v, want ErrConflict", err)
+	}
+	for _, s := range steps {
+		if s.Kind == StepMeet && s.Target == "s2-1" {
+			t.Fatalf("meets the foreign node's member: %v", stepStrings(steps))
+		}
+	}
+	// The same node whose old peer is dead is met normally.
+	n.Known[len(n.Known)-1].Connected = false
+	n.Known[len(n.Known)-1].Flags.Fail = true
+	steps, _ = Plan(v, d)
+	if len(steps) == 0 || steps[0].String() != "Meet s0-0 -> s2-1" {
+		t.Fatalf("steps %v", stepStrings(steps))
+	}
+}
