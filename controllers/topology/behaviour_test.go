@@ -451,6 +451,9 @@ func TestFailureHealing(t *testing.T) {
 	if !errors.Is(err, ErrNotReady) {
 		t.Fatalf("error %v, want ErrNotReady for the dead pod", err)
 	}
+	if res.View.Node("s1-0").Err == nil {
+		t.Fatal("the dead node is not reported unreachable in the view")
+	}
 	v := c.observe(d)
 	promoted := v.Node("s1-1")
 	if !promoted.IsMaster() || promoted.OwnSlots().Len() == 0 || res.Shards[1].MasterName != "s1-1" {

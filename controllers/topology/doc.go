@@ -15,6 +15,14 @@
 //     crash left half-done at the start of every pass. Failover ("Replica election and
 //     promotion", CLUSTER FAILOVER) and ApplyConfig serve rolling updates and live config.
 //
+// What the engine expects of each node's configuration: cluster-enabled yes; the address
+// in Endpoint.Addr is the one the node announces (cluster-announce-ip behind NAT or in
+// pods); masterauth equal to requirepass so replicas can sync; CLUSTER and CONFIG commands
+// not renamed. cluster-allow-replica-migration no is recommended: the engine places every
+// replica in its own shard, and Redis's own "Replica migration" would otherwise move
+// replicas between shards while a shard has lost its replicas, only for the engine to move
+// them back.
+//
 // The engine never resets a node nor flushes data: nodes that restart are re-introduced
 // with CLUSTER MEET and keep their data (a test checks the source for such commands).
 package topology
