@@ -1,0 +1,3 @@
+module github.com/redis-operator/redis-operator/test/localplane/launch
+
+go 1.26.0
