@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -379,7 +380,8 @@ func (n *Node) GetContainerLogs(ctx context.Context, namespace, podName, contain
 		}
 		run--
 	}
-	b, err := os.ReadFile(pr.logPath(containerName, run))
+	path := pr.logPath(containerName, run)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, errdefs.NotFoundf("no logs for container %q in pod %q: %v", containerName, podName, err)
 	}
@@ -396,7 +398,51 @@ func (n *Node) GetContainerLogs(ctx context.Context, namespace, podName, contain
 	if opts.LimitBytes > 0 && len(b) > opts.LimitBytes {
 		b = b[:opts.LimitBytes]
 	}
-	return io.NopCloser(strings.NewReader(string(b))), nil
+	if !opts.Follow || opts.Previous {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		f.Close()
+		return nil, err
+	}
+	follow := &followReader{ctx: ctx, f: f, live: func() bool {
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		return c.restartCount == run && !pr.terminating
+	}}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), follow), f}, nil
+}
+
+// followReader reads a growing log file until the container run it
+// belongs to ends or ctx is done (`kubectl logs -f`).
+type followReader struct {
+	ctx  context.Context
+	f    *os.File
+	live func() bool
+}
+
+func (r *followReader) Read(p []byte) (int, error) {
+	for {
+		n, err := r.f.Read(p)
+		if n > 0 || (err != nil && err != io.EOF) {
+			return n, err
+		}
+		if !r.live() {
+			return 0, io.EOF
+		}
+		select {
+		case <-r.ctx.Done():
+			return 0, io.EOF
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // RunInContainer serves `kubectl exec`: the command runs in the
