@@ -94,7 +94,7 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 			continue
 		}
 		live := s.statefulSets[i]
-		desired := r.desiredStatefulSet(s, i, live)
+		desired := desiredStatefulSet(s, i, live, false)
 		wrote, err := r.apply(ctx, s, desired, &appsv1.StatefulSet{})
 		if err != nil {
 			return ctrl.Result{}, true, err
@@ -109,9 +109,11 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 // desiredStatefulSet is the builder's StatefulSet, adjusted to what the
 // live one allows: volume claim templates are immutable, so an existing
 // StatefulSet keeps its own (a storage change applies to new shards only);
-// and a replica count going down waits while the shard's master runs on a
-// pod the scale-down would remove (reconcileRollout fails it over first).
-func (r *RedisClusterReconciler) desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet) *appsv1.StatefulSet {
+// and unless shrink is set, a replica count going down keeps the live
+// count: the StatefulSet controller removes the highest ordinals, which
+// may include the master, so reconcileReplicaScaleDown lowers it only
+// after it has seen this pass that the master is on a pod that stays.
+func desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet, shrink bool) *appsv1.StatefulSet {
 	desired := resources.StatefulSet(s.rc, shard)
 	if live == nil {
 		return desired
@@ -128,29 +130,14 @@ func (r *RedisClusterReconciler) desiredStatefulSet(s *scope, shard int, live *a
 		}
 		adjusted = true
 	}
-	if liveReplicas := ptrOr(live.Spec.Replicas, 1); liveReplicas > *desired.Spec.Replicas {
-		if ord, ok := masterOrdinal(s.rc, shard); !ok || ord >= int(*desired.Spec.Replicas) {
-			desired.Spec.Replicas = &liveReplicas
-			adjusted = true
-		}
+	if liveReplicas := ptrOr(live.Spec.Replicas, 1); liveReplicas > *desired.Spec.Replicas && !shrink {
+		desired.Spec.Replicas = &liveReplicas
+		adjusted = true
 	}
 	if adjusted {
 		resources.SetAppliedHash(desired)
 	}
 	return desired
-}
-
-// masterOrdinal is the ordinal of the shard's master as last recorded in
-// status.shards.
-func masterOrdinal(rc *cachev1beta1.RedisCluster, shard int) (int, bool) {
-	name := resources.StatefulSetName(rc.Name, shard)
-	for _, st := range rc.Status.Shards {
-		if st.Name == name && st.MasterPod != "" {
-			_, ord, ok := resources.PodOrdinal(rc.Name, st.MasterPod)
-			return ord, ok
-		}
-	}
-	return 0, false
 }
 
 func claimTemplatesEqual(live, desired []corev1.PersistentVolumeClaim) bool {

@@ -226,9 +226,6 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 		shards = shardsFromView(view, desired)
 	}
 	for _, sh := range shards {
-		if sh.SlotCount == 0 {
-			t.SlotsToMove = true
-		}
 		if len(sh.ReplicaNames) < desired.ReplicasPerShard {
 			t.ShortOfReplicas = append(t.ShortOfReplicas, sh.Name)
 		}
@@ -239,6 +236,21 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 			ReplicaPods:  sh.ReplicaNames,
 			Slots:        sh.SlotRanges,
 		})
+	}
+	// Slots must move when a desired shard is new (it has reachable nodes,
+	// none owning slots or following a master that owns or owned some: not
+	// a shard whose master just died) or a leaving shard still owns some.
+	for _, spec := range desired.Shards {
+		reached, member := 0, false
+		for _, ep := range spec.Nodes {
+			if n := view.Node(ep.Name); n.Reachable() {
+				reached++
+				member = member || ownsSlots(n) || followsOwner(view, n)
+			}
+		}
+		if reached > 0 && !member {
+			t.SlotsToMove = true
+		}
 	}
 	for _, l := range desired.Leaving {
 		for _, ep := range l.Nodes {
@@ -343,4 +355,15 @@ func (r *RedisClusterReconciler) deleteClaims(ctx context.Context, rc *cachev1be
 func ownsSlots(n *topology.NodeView) bool {
 	own := n.OwnSlots()
 	return own.Len() > 0
+}
+
+// followsOwner reports whether n replicates a master that owns slots, or
+// one it cannot see (a master that died: its slots are still the shard's).
+func followsOwner(view *topology.ClusterView, n *topology.NodeView) bool {
+	id := n.MasterID()
+	if id == "" {
+		return false
+	}
+	m := view.NodeByID(id)
+	return m == nil || ownsSlots(m)
 }

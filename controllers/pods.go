@@ -31,7 +31,8 @@ type shardPods struct {
 	Name  string
 	// Desired: the shard is one of spec.shards (not leaving).
 	Desired bool
-	// Expected is the number of pods the shard should run.
+	// Expected is the number of pods the shard should run: spec's
+	// 1 + replicasPerShard, or more while its StatefulSet still runs more.
 	Expected int
 	// DesiredHash is the template hash the shard's pods should carry.
 	DesiredHash string
@@ -63,8 +64,10 @@ func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) s
 	}
 	for i, sts := range stsByIndex {
 		s := get(i)
+		// A shard runs what its StatefulSet asks for; while a replica
+		// scale-down waits (see desiredStatefulSet) that is more than spec.
+		s.Expected = max(s.Expected, int(ptrOr(sts.Spec.Replicas, 1)))
 		if !s.Desired {
-			s.Expected = int(ptrOr(sts.Spec.Replicas, 1))
 			s.DesiredHash = sts.Spec.Template.Annotations[resources.TemplateHashAnnotation]
 		}
 		s.TemplateCurrent = sts.Spec.Template.Annotations[resources.TemplateHashAnnotation] == s.DesiredHash &&

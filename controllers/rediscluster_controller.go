@@ -187,6 +187,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.reconcileTopology,
 		r.removeLeftShards,
 		r.reconcileRollout,
+		r.reconcileReplicaScaleDown,
 		r.reconcileLiveConfig,
 	} {
 		res, stop, err := p(ctx, s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,8 +13,7 @@ import (
 )
 
 // reconcileRollout takes at most one step of a rolling update per pass
-// (see planRollout), and before a shard's replica count goes down moves
-// its master to a pod that stays. Nothing happens while paused.
+// (see planRollout). Nothing happens while paused.
 func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if s.rc.Spec.Paused || !s.passwordKnown {
 		return ctrl.Result{}, false, nil
@@ -35,10 +35,12 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 		}
 	}
 
-	action := planRollout(in)
-	if action.Kind == rolloutNone && in.Converged {
-		action = planScaleDownFailover(s, in)
-	}
+	s.rollout = in
+	return r.runRolloutAction(ctx, s, planRollout(in))
+}
+
+// runRolloutAction carries out one planned step.
+func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope, action rolloutAction) (ctrl.Result, bool, error) {
 	switch action.Kind {
 	case rolloutNone, rolloutWait:
 		if action.Kind == rolloutWait {
@@ -72,28 +74,43 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 	return ctrl.Result{RequeueAfter: stepRequeue}, false, nil
 }
 
-// planScaleDownFailover: when a shard's StatefulSet still runs more pods
-// than spec (children held the scale-down back) and its master is one of
-// the pods the scale-down removes, promote the lowest-ordinal replica in
-// sync first.
-func planScaleDownFailover(s *scope, in rolloutInput) rolloutAction {
+// reconcileReplicaScaleDown lowers the pod count of shards whose
+// replicasPerShard went down. The StatefulSet controller removes the
+// highest ordinals, so first the master must sit on a pod that stays: when
+// it does not, the lowest-ordinal replica in sync takes over (a planned
+// failover); the next pass, having seen the new master, shrinks the
+// StatefulSet. Only with a topology converged this pass, never paused.
+func (r *RedisClusterReconciler) reconcileReplicaScaleDown(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	if s.rc.Spec.Paused || s.acted || !s.rollout.Converged {
+		return ctrl.Result{}, false, nil
+	}
 	want := 1 + int(s.rc.Spec.ReplicasPerShard)
 	for _, sh := range s.shards {
-		if !sh.Desired {
+		live := s.statefulSets[sh.Index]
+		if !sh.Desired || live == nil || int(ptrOr(live.Spec.Replicas, 1)) <= want {
 			continue
 		}
-		master := in.Masters[sh.Name]
+		master := s.rollout.Masters[sh.Name]
 		_, ord, ok := resources.PodOrdinal(s.rc.Name, master)
-		if !ok || ord < want {
+		if !ok {
 			continue
 		}
-		for _, p := range sh.Pods {
-			if p.Ordinal < want && p.Ready && in.InSync[p.Name] {
-				return rolloutAction{Kind: rolloutFailover, Shard: sh.Name, Pod: p.Name,
-					Reason: fmt.Sprintf("master %s is on a pod the replica scale-down removes", master)}
+		if ord >= want {
+			for _, p := range sh.Pods {
+				if p.Ordinal < want && p.Ready && s.rollout.InSync[p.Name] {
+					return r.runRolloutAction(ctx, s, rolloutAction{Kind: rolloutFailover, Shard: sh.Name, Pod: p.Name,
+						Reason: fmt.Sprintf("master %s is on a pod the replica scale-down removes", master)})
+				}
 			}
+			s.log.V(1).Info("Replica scale-down waits for a replica in sync to take over", "shard", sh.Name)
+			continue
 		}
-		return rolloutAction{Kind: rolloutWait, Shard: sh.Name, Reason: "no replica in sync below the new replica count"}
+		s.log.Info("Removing replicas", "shard", sh.Name, "from", ptrOr(live.Spec.Replicas, 1), "to", want)
+		if _, err := r.apply(ctx, s, desiredStatefulSet(s, sh.Index, live, true), &appsv1.StatefulSet{}); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		s.normal("ReplicasRemoved", "Shard %s: %d pods to %d; master %s stays", sh.Name, ptrOr(live.Spec.Replicas, 1), want, master)
+		s.acted = true
 	}
-	return rolloutAction{Kind: rolloutNone}
+	return ctrl.Result{}, false, nil
 }

@@ -36,6 +36,9 @@ type scope struct {
 	// result is the engine's last Result this pass (nil if it did not run).
 	result *topology.Result
 	view   *topology.ClusterView
+	// rollout is what the rolling-update phase knew: masters and replicas
+	// in sync as observed this pass.
+	rollout rolloutInput
 	// acted is set when a phase changed something this pass that the
 	// cluster must settle from (a pod deleted, a failover).
 	acted bool

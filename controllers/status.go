@@ -223,7 +223,7 @@ func progressReason(o *observation) (reason, message string) {
 			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
 	case !o.formed():
 		return cachev1beta1.RedisClusterBootstrappingReason, "All pods are ready; forming the cluster and assigning slots."
-	case len(o.Leaving) > 0 || t.SlotsToMove || (t.CurrentShards != o.DesiredShards):
+	case len(o.Leaving) > 0 || t.SlotsToMove || (t.Migration != nil && t.Migration.SlotsTotal > 0):
 		msg := fmt.Sprintf("Scaling from %d to %d shards.", t.CurrentShards, o.DesiredShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
 			msg = fmt.Sprintf("Scaling from %d to %d shards: %d of %d slots moved.", t.CurrentShards, o.DesiredShards, m.SlotsMoved, m.SlotsTotal)
