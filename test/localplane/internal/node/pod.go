@@ -65,11 +65,12 @@ type ctr struct {
 
 // podRuntime runs one pod's containers.
 type podRuntime struct {
-	n   *Node
-	key string
-	uid types.UID
-	dir string
-	vs  *volumeSet
+	n               *Node
+	key             string // namespace/name
+	namespace, name string
+	uid             types.UID
+	dir             string
+	vs              *volumeSet
 
 	mu          sync.Mutex
 	pod         *corev1.Pod
@@ -93,7 +94,7 @@ type podRuntime struct {
 func newPodRuntime(n *Node, pod *corev1.Pod, ip string, predecessor <-chan struct{}) *podRuntime {
 	dir := filepath.Join(n.stateDir, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 	pr := &podRuntime{
-		n: n, key: pod.Namespace + "/" + pod.Name, uid: pod.UID, dir: dir,
+		n: n, key: pod.Namespace + "/" + pod.Name, namespace: pod.Namespace, name: pod.Name, uid: pod.UID, dir: dir,
 		vs:          &volumeSet{n: n, podDir: dir, tokens: map[string]token{}, setUp: map[string]*volume{}},
 		pod:         pod.DeepCopy(),
 		ip:          ip,
@@ -284,7 +285,7 @@ func (pr *podRuntime) supervise(ctx context.Context, c *ctr) bool {
 			backoff = 0
 		}
 		if backoff > 0 && !specChanged {
-			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.spec.Name, pr.pod.Name)
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.spec.Name, pr.name)
 			pr.mu.Lock()
 			c.lastState = c.state
 			c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: msg}}
@@ -406,7 +407,7 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 	}
 	pr.notify()
 	if !c.init || c.sidecar {
-		go pr.probe(runCtx, c, proc)
+		go pr.probe(runCtx, c, spec)
 	}
 	<-proc.Done()
 	cancel()
@@ -433,8 +434,7 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 
 // probe runs c's startup probe until it succeeds, then its liveness and
 // readiness probes, until ctx ends (the container exited).
-func (pr *podRuntime) probe(ctx context.Context, c *ctr, proc *proctree.Process) {
-	spec := c.spec
+func (pr *podRuntime) probe(ctx context.Context, c *ctr, spec corev1.Container) {
 	if spec.StartupProbe != nil {
 		if !pr.probeLoop(ctx, c, spec.StartupProbe, "Startup", func(ok bool) bool {
 			if ok {
@@ -499,7 +499,7 @@ func (pr *podRuntime) probeLoop(ctx context.Context, c *ctr, p *corev1.Probe, ki
 			if failures >= failureNeeded {
 				if kind != "Readiness" {
 					pr.n.event(pr.podCopy(), corev1.EventTypeNormal, "Killing",
-						fmt.Sprintf("Container %s failed %s probe, will be restarted", c.spec.Name, strings.ToLower(kind)))
+						fmt.Sprintf("Container %s failed %s probe, will be restarted", pr.containerName(c), strings.ToLower(kind)))
 					pr.kill(c, p.TerminationGracePeriodSeconds, true)
 					return false
 				}
@@ -685,6 +685,12 @@ func (pr *podRuntime) killNow() {
 			c.execs.killAll()
 		}
 	}
+}
+
+func (pr *podRuntime) containerName(c *ctr) string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return c.spec.Name
 }
 
 func (pr *podRuntime) podCopy() *corev1.Pod {

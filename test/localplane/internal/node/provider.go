@@ -98,9 +98,9 @@ func (n *Node) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 func (n *Node) finish(pr *podRuntime) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pods := n.client.CoreV1().Pods(pr.pod.Namespace)
+	pods := n.client.CoreV1().Pods(pr.namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := pods.Get(ctx, pr.pod.Name, metav1.GetOptions{})
+		cur, err := pods.Get(ctx, pr.name, metav1.GetOptions{})
 		if err != nil || cur.UID != pr.uid {
 			return err
 		}
@@ -112,7 +112,7 @@ func (n *Node) finish(pr *podRuntime) {
 		n.log.Warn("Reporting final pod status failed", "pod", pr.key, "err", err)
 	}
 	uid := pr.uid
-	err = pods.Delete(ctx, pr.pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &uid}})
+	err = pods.Delete(ctx, pr.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		n.log.Warn("Deleting pod object failed", "pod", pr.key, "err", err)
 	}
@@ -194,7 +194,7 @@ func (n *Node) notifyPod(pr *podRuntime) {
 // the status this node computes.
 func (n *Node) podWithStatus(pr *podRuntime) *corev1.Pod {
 	var pod *corev1.Pod
-	if cur, err := n.podLister.Pods(pr.pod.Namespace).Get(pr.pod.Name); err == nil && cur.UID == pr.uid {
+	if cur, err := n.podLister.Pods(pr.namespace).Get(pr.name); err == nil && cur.UID == pr.uid {
 		pod = cur.DeepCopy()
 	} else {
 		pod = pr.podCopy()
