@@ -1,0 +1,330 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// suite is what every scenario shares: one local plane and one operator
+// process for the whole run.
+type suite struct {
+	root     string // repository root
+	binDir   string // localplane, redis-operator and the Kubernetes binaries
+	tmpDir   string // everything this run writes
+	stateDir string // the plane's state directory
+	opLog    string // the operator's log file
+
+	cfg *rest.Config
+	k8s client.Client
+
+	plane    *process
+	operator *process
+
+	fixtureDir string
+}
+
+var env *suite
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+// runSuite sets up the plane and the operator, runs the tests and stops
+// everything it started, whatever happened. A panic in a test kills this
+// process without running deferred calls; the plane and the operator were
+// started with a parent-death signal, so they stop by themselves then.
+func runSuite(m *testing.M) int {
+	s, err := setupSuite()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: set-up failed:", err)
+		if s != nil {
+			s.printOperatorLog(os.Stderr, 40)
+			s.teardown(false)
+		}
+		return 1
+	}
+	env = s
+	code := m.Run()
+	s.teardown(code == 0)
+	return code
+}
+
+func setupSuite() (*suite, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the local plane needs root (pods run in their own mount namespaces as their own users)")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	s := &suite{root: root, binDir: filepath.Join(root, "bin"), fixtureDir: os.Getenv("E2E_FIXTURE_DIR")}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(s.binDir, b)); err != nil {
+			return nil, fmt.Errorf("%s is missing: run `make tools` first", filepath.Join(s.binDir, b))
+		}
+	}
+	if s.fixtureDir != "" {
+		if err := os.MkdirAll(s.fixtureDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if os.Getenv("E2E_REUSE_BIN") != "1" {
+		start := time.Now()
+		if err := build(root, "-C", filepath.Join(root, "test", "localplane"), "build", "-o", filepath.Join(s.binDir, "localplane"), "./cmd/localplane"); err != nil {
+			return nil, err
+		}
+		if err := build(root, "build", "-o", filepath.Join(s.binDir, "redis-operator"), "./cmd/redis-operator"); err != nil {
+			return nil, err
+		}
+		fmt.Printf("e2e: built localplane and redis-operator in %.0fs\n", time.Since(start).Seconds())
+	}
+
+	// Not under /tmp: the Redis pods mount an emptyDir at /tmp in their
+	// mount namespace, which would hide the plane's volume directories.
+	if s.tmpDir, err = os.MkdirTemp("/var/tmp", "redis-e2e-"); err != nil {
+		return nil, err
+	}
+	s.stateDir = filepath.Join(s.tmpDir, "plane")
+	logDir := filepath.Join(s.stateDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return s, err
+	}
+
+	start := time.Now()
+	s.plane, err = startProcess(filepath.Join(logDir, "localplane.out"),
+		filepath.Join(s.binDir, "localplane"), "up", "--state-dir", s.stateDir, "--bin-dir", s.binDir)
+	if err != nil {
+		return s, err
+	}
+	if err := waitPlane(s.stateDir, s.plane, 3*time.Minute); err != nil {
+		return s, err
+	}
+	kubeconfig := filepath.Join(s.stateDir, "kubeconfig")
+	if s.cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		return s, err
+	}
+	s.cfg.QPS, s.cfg.Burst = 100, 200
+	ctrllog.SetLogger(logr.Discard())
+	scheme := clientgoscheme.Scheme
+	if err := cachev1beta1.AddToScheme(scheme); err != nil {
+		return s, err
+	}
+	if s.k8s, err = client.New(s.cfg, client.Options{Scheme: scheme}); err != nil {
+		return s, err
+	}
+	// The CRD as generated, without the conversion webhook patch: the
+	// operator runs as a local process, not behind an in-cluster Service.
+	if _, err := envtest.InstallCRDs(s.cfg, envtest.CRDInstallOptions{
+		Paths:              []string{filepath.Join(root, "kustomize", "base", "crd", "bases")},
+		ErrorIfPathMissing: true,
+	}); err != nil {
+		return s, fmt.Errorf("installing the CRD: %w", err)
+	}
+	if err := envtest.WaitForCRDs(s.cfg, nil, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(root, "kustomize", "base", "crd", "bases")},
+	}); err != nil {
+		return s, fmt.Errorf("waiting for the CRD: %w", err)
+	}
+	fmt.Printf("e2e: local plane up in %.0fs (state %s)\n", time.Since(start).Seconds(), s.stateDir)
+
+	s.opLog = filepath.Join(logDir, "operator.log")
+	s.operator, err = startProcess(s.opLog, filepath.Join(s.binDir, "redis-operator"),
+		"--kubeconfig", kubeconfig, "--leader-elect=false", "--webhooks=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	if err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// teardown stops the operator (SIGTERM, then SIGKILL) and the plane
+// (`localplane down`, which also sweeps any process a pod left behind),
+// and removes the run's directory unless the run failed or
+// E2E_KEEP_STATE=1.
+func (s *suite) teardown(passed bool) {
+	if s.operator != nil {
+		s.operator.stop(30 * time.Second)
+	}
+	if s.stateDir != "" {
+		down := exec.Command(filepath.Join(s.binDir, "localplane"), "down", "--state-dir", s.stateDir, "--timeout", "90s")
+		if out, err := down.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: localplane down: %v\n%s", err, out)
+		}
+	}
+	if s.plane != nil {
+		s.plane.stop(30 * time.Second)
+	}
+	switch {
+	case s.tmpDir == "":
+	case passed && os.Getenv("E2E_KEEP_STATE") != "1":
+		_ = os.RemoveAll(s.tmpDir)
+	default:
+		fmt.Printf("e2e: state, logs and the operator log kept in %s\n", s.stateDir)
+	}
+}
+
+// printOperatorLog writes the last n lines of the operator's log.
+func (s *suite) printOperatorLog(w *os.File, n int) {
+	if s.opLog == "" {
+		return
+	}
+	b, err := os.ReadFile(s.opLog)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "--- last %d lines of the operator log (%s)\n%s\n", n, s.opLog, tail(b, n))
+}
+
+func tail(b []byte, n int) string {
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			strings.Contains(string(b), "module github.com/redis-operator/redis-operator\n") {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no repository root above %s", wd)
+		}
+	}
+}
+
+func build(dir string, args ...string) error {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// process is a child process that dies with the test binary.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startProcess runs name with args, its output appended to logPath. The
+// child gets SIGTERM when the thread that started it exits; that thread is
+// locked for the child's lifetime, so this happens exactly when the test
+// binary exits, however it exits.
+func startProcess(logPath, name string, args ...string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	p := &process{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the process
+		defer logFile.Close()
+		p.cmd = exec.Command(name, args...)
+		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM and, after grace, SIGKILL; it returns when the
+// process is gone.
+func (p *process) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// waitPlane waits for `localplane up` to write its ready file.
+func waitPlane(stateDir string, p *process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(stateDir, "ready")); err == nil {
+			return nil
+		}
+		if p.exited() {
+			b, _ := os.ReadFile(filepath.Join(stateDir, "logs", "localplane.out"))
+			return fmt.Errorf("localplane exited before it was ready (%v):\n%s", p.err, tail(b, 30))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the local plane was not ready within %s; see %s/logs", timeout, stateDir)
+}
+
+// checkOperator fails t when the operator process has exited.
+func checkOperator(t testing.TB) {
+	t.Helper()
+	if env.operator.exited() {
+		env.printOperatorLog(os.Stderr, 60)
+		t.Fatalf("the operator exited: %v", env.operator.err)
+	}
+}
+
+// ensureNamespace creates ns if it does not exist.
+func ensureNamespace(ctx context.Context, ns string) error {
+	obj := &corev1.Namespace{}
+	obj.Name = ns
+	if err := env.k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
