@@ -190,16 +190,17 @@ func (n *Node) notifyPod(pr *podRuntime) {
 	}
 }
 
-// podWithStatus is the pod as last seen in the API (or as created) with
-// the status this node computes.
+// podWithStatus is the pod as this node runs it (the spec it was created
+// or last updated with, which the pod controller compares with the API's to
+// decide on UpdatePod) with the status this node computes from it and from
+// the API's latest copy (for conditions others own).
 func (n *Node) podWithStatus(pr *podRuntime) *corev1.Pod {
-	var pod *corev1.Pod
+	pod := pr.podCopy()
+	apiPod := pod
 	if cur, err := n.podLister.Pods(pr.namespace).Get(pr.name); err == nil && cur.UID == pr.uid {
-		pod = cur.DeepCopy()
-	} else {
-		pod = pr.podCopy()
+		apiPod = cur
 	}
-	pod.Status = pr.status(pod)
+	pod.Status = pr.status(apiPod)
 	return pod
 }
 
