@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -17,7 +18,7 @@ import (
 
 // TestPodLifecycle covers what a kubelet does around one pod: an init
 // container runs first, a tcpSocket readiness probe gates Ready, a failing
-// liveness probe restarts the container, the preStop hook runs on
+// liveness probe restarts the container, so does a new image, the preStop hook runs on
 // deletion, the redis_exporter image runs the local exporter, and an
 // image without a local stand-in is reported, not run.
 func TestPodLifecycle(t *testing.T) {
@@ -100,6 +101,17 @@ func TestPodLifecycle(t *testing.T) {
 	if s := containerStatus(got, "redis"); s.LastTerminationState.Terminated == nil {
 		t.Errorf("redis lastState = %+v, want terminated", s.LastTerminationState)
 	}
+
+	// A new image restarts the container in place, as the kubelet does.
+	restarts := containerStatus(got, "redis").RestartCount
+	patch := []byte(`{"spec":{"containers":[{"name":"redis","image":"redis:7.2"}]}}`)
+	if _, err := c.CoreV1().Pods("default").Patch(ctx, "lifecycle", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = waitPod(ctx, t, c, "lifecycle", "running redis:7.2", func(p *corev1.Pod) bool {
+		s := containerStatus(p, "redis")
+		return s != nil && s.Image == "redis:7.2" && s.State.Running != nil && s.RestartCount == restarts+1
+	})
 
 	// Deletion runs preStop (which still sees the emptyDir), then stops.
 	if err := c.CoreV1().Pods("default").Delete(ctx, "lifecycle", metav1.DeleteOptions{}); err != nil {
