@@ -38,7 +38,7 @@ const numSlots = 16384
 
 // cluster is one RedisCluster of a scenario, in its own namespace.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	ns, name string
 
 	obs *statusObserver
@@ -63,7 +63,7 @@ func scenario(t *testing.T, name string) {
 // shards × 1 replica of redis:7.0 unless mutate says otherwise, claims
 // deleted with the cluster. When t ends it dumps what a person needs to
 // debug a failure, then deletes the cluster and whatever claims remain.
-func newCluster(t *testing.T, name string, mutate func(*cachev1beta1.RedisCluster)) *cluster {
+func newCluster(t testing.TB, name string, mutate func(*cachev1beta1.RedisCluster)) *cluster {
 	t.Helper()
 	ctx := context.Background()
 	c := &cluster{t: t, ns: "e2e-" + name, name: name}
@@ -95,6 +95,13 @@ func newCluster(t *testing.T, name string, mutate func(*cachev1beta1.RedisCluste
 		t.Fatalf("creating RedisCluster %s/%s: %v", c.ns, name, err)
 	}
 	return c
+}
+
+// with is c for a subtest: failures are reported on t.
+func (c *cluster) with(t *testing.T) *cluster {
+	cc := *c
+	cc.t = t
+	return &cc
 }
 
 func (c *cluster) key() client.ObjectKey { return client.ObjectKey{Namespace: c.ns, Name: c.name} }
@@ -144,7 +151,7 @@ func (c *cluster) waitReady(timeout time.Duration) *cachev1beta1.RedisCluster {
 	return rc
 }
 
-// poll calls cond every 250 ms until it reports true, failing t with the
+// poll calls cond every 200 ms until it reports true, failing t with the
 // last message after timeout. It also fails early if the operator died.
 func (c *cluster) poll(what string, timeout time.Duration, cond func() (bool, string)) {
 	c.t.Helper()
@@ -158,7 +165,7 @@ func (c *cluster) poll(what string, timeout time.Duration, cond func() (bool, st
 		if time.Now().After(deadline) {
 			c.t.Fatalf("%s: not %s within %s: %s", c.key(), what, timeout, msg)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -181,6 +188,18 @@ func (c *cluster) pods() []corev1.Pod {
 		c.t.Fatalf("listing pods: %v", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items
+}
+
+// podsQuiet lists the cluster's pods for a background goroutine, which
+// must not fail the test: nil on error.
+func (c *cluster) podsQuiet() []corev1.Pod {
+	var list corev1.PodList
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := env.k8s.List(ctx, &list, client.InNamespace(c.ns), client.MatchingLabels{resources.LabelCluster: c.name}); err != nil {
+		return nil
+	}
 	return list.Items
 }
 

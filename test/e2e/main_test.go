@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -129,6 +130,9 @@ func setupSuite() (*suite, error) {
 	}
 	s.cfg.QPS, s.cfg.Burst = 100, 200
 	ctrllog.SetLogger(logr.Discard())
+	// go-redis logs every refused dial; pods restarting are the point of
+	// most scenarios, and the writer records what matters.
+	redis.SetLogger(quietRedisLog{})
 	scheme := clientgoscheme.Scheme
 	if err := cachev1beta1.AddToScheme(scheme); err != nil {
 		return s, err
@@ -328,3 +332,8 @@ func ensureNamespace(ctx context.Context, ns string) error {
 	}
 	return nil
 }
+
+// quietRedisLog discards go-redis's internal log.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
