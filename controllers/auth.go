@@ -5,9 +5,15 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,8 +24,31 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
+// The operator asks the TokenRequest API for service-account tokens to log
+// in to Vault (spec.auth.vault.role).
+//
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+
 // authSecretIndex indexes RedisClusters by the Secret spec.auth.secretRef names.
 const authSecretIndex = "spec.auth.secretRef.name"
+
+// Defaults and bounds of reading the password source.
+const (
+	// defaultRefreshInterval is spec.auth.vault.refreshInterval's default.
+	defaultRefreshInterval = 5 * time.Minute
+	// defaultGracePeriod is spec.auth.rotationGracePeriod's default.
+	defaultGracePeriod = 60 * time.Second
+	// firstRetry is the wait after the first failed read of the source; it
+	// doubles with every further failure up to the refresh interval (Vault)
+	// or maxRetry (Secret).
+	firstRetry = 5 * time.Second
+	maxRetry   = 5 * time.Minute
+	// vaultTokenLifetime is what the operator asks TokenRequest for.
+	vaultTokenLifetime = 10 * time.Minute
+	// defaultCAKey is the key read from spec.auth.vault.caSecretRef when it
+	// names none.
+	defaultCAKey = "ca.crt"
+)
 
 func indexAuthSecret(o client.Object) []string {
 	rc, ok := o.(*cachev1beta1.RedisCluster)
@@ -45,22 +74,22 @@ func (r *RedisClusterReconciler) secretToClusters(ctx context.Context, o client.
 
 func ownedSecretName(rc *cachev1beta1.RedisCluster) string { return resources.SecretName(rc.Name) }
 
-// reconcileCredentials finds the password the pods should run with and
-// puts it into the operator-owned Secret.
+// reconcileCredentials reads the password source and decides which
+// password the pods run with (s.password, always the owned Secret's
+// "password" once it exists) and whether a rotation is under way.
 //
 //   - spec.auth unset: no password (CredentialsReady=True, NoAuth).
-//   - spec.auth.secretRef: the password is read from that Secret and
-//     copied into the owned Secret the first time. When the source later
-//     holds a different password, the owned Secret keeps the live one and
-//     CredentialsReady turns False (RotatingCredentials): changing a live
-//     password without downtime is the rotation procedure, which this
-//     controller does not run yet, and restarting pods with a new password
-//     while clients use the old one is the failure other operators show.
-//   - spec.auth.vault: reported as not readable by this controller.
+//   - first pass with a source: its password goes into the owned Secret.
+//   - the source holds a different password than the owned Secret: a
+//     rotation starts (see rotation.go); the pending password is kept in the
+//     owned Secret under rotationNextKey, so it survives a crash.
+//   - the source cannot be read: CredentialsReady=False with the reason;
+//     Redis keeps the last good password; reads are retried with a growing
+//     delay (firstRetry doubling up to the refresh interval).
 //
 // When no password can be determined at all (the source is unreadable and
 // no owned Secret exists yet), the pass stops before anything that needs
-// it; the source Secret's watch wakes the controller when it appears.
+// it; the source Secret's watch or the retry wakes the controller.
 func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	owned := &corev1.Secret{}
@@ -71,62 +100,314 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 	case err != nil:
 		return ctrl.Result{}, true, fmt.Errorf("reading Secret %s: %w", ownedSecretName(rc), err)
 	}
-	livePassword, live := "", false
 	if owned != nil {
-		livePassword, live = string(owned.Data[resources.PasswordKey]), true
+		if err := checkControlled(rc, owned); err != nil {
+			return ctrl.Result{}, true, err
+		}
 	}
+	st := readRotationState(owned)
 
 	auth := rc.Spec.Auth
 	if auth == nil {
+		r.creds.forget(rc)
 		s.obs.Creds = credentialsObservation{NoAuth: true, Live: true}
 		s.password, s.passwordKnown = "", true
 		return ctrl.Result{}, false, r.applySecret(ctx, s, owned, "")
 	}
 
 	c := &s.obs.Creds
-	var cred credentials.Credential
-	switch {
-	case auth.SecretRef != nil:
-		c.Source = "Secret"
-		src, serr := credentials.NewSecretSource(r.getSecret, rc.Namespace, auth.SecretRef.Name, secretKey(auth.SecretRef))
-		if serr == nil {
-			cred, serr = src.Fetch(ctx)
-		}
-		err = serr
-	case auth.Vault != nil:
+	c.Source = "Secret"
+	if auth.Vault != nil {
 		c.Source = "Vault"
-		err = fmt.Errorf("%w: reading the password from Vault is not wired into this controller yet; use spec.auth.secretRef", credentials.ErrInvalidConfig)
-	default:
-		c.Source = "spec.auth"
-		err = fmt.Errorf("%w: spec.auth names no source", credentials.ErrInvalidConfig)
 	}
-	c.Live = live && livePassword != ""
+	c.Live = st.Live != ""
+	liveVersion := ""
+	if rc.Status.Credentials != nil {
+		liveVersion = rc.Status.Credentials.Version
+		c.RotationStep = rc.Status.Credentials.RotationStep
+	}
+	if st.inProgress() {
+		c.RotationTarget = st.PendingVersion
+		if c.RotationStep == "" {
+			c.RotationStep = st.step()
+		}
+	}
 
+	cred, res, err := r.fetchCredential(ctx, s)
 	if err != nil {
 		c.Err, c.Reason = err, credentialsReason(err)
-		s.log.Info("Cannot read the password source", "source", c.Source, "reason", c.Reason)
+		r.credentialsFailed(s, c.Reason)
 		if !c.Live {
 			// Nothing to start pods with: wait for the source.
-			return ctrl.Result{RequeueAfter: r.ResyncPeriod}, true, nil
+			return res, true, nil
 		}
-		s.password, s.passwordKnown = livePassword, true
-		return ctrl.Result{}, false, nil
+		c.Version = liveVersion
+		s.password, s.passwordKnown = st.Live, true
+		s.rotation = st
+		return res, false, nil
 	}
 
-	c.Version = cred.Version
-	fetched := cred.Password.Reveal()
-	if c.Live && subtle.ConstantTimeCompare([]byte(fetched), []byte(livePassword)) != 1 {
-		c.Err = fmt.Errorf("the password in Secret %s changed; the live password stays until it is rotated, which this operator version does not do yet: restore the previous password to clear this", auth.SecretRef.Name)
-		c.Reason = cachev1beta1.RedisClusterRotatingCredentialsReason
-		c.Version = ""
-		if rc.Status.Credentials != nil {
-			c.Version = rc.Status.Credentials.Version
-		}
-		s.password, s.passwordKnown = livePassword, true
-		return ctrl.Result{}, false, nil
+	if !c.Live {
+		c.Version = cred.Version
+		fetched := cred.Password.Reveal()
+		s.password, s.passwordKnown = fetched, true
+		return res, false, r.applySecret(ctx, s, owned, fetched)
 	}
-	s.password, s.passwordKnown = fetched, true
-	return ctrl.Result{}, false, r.applySecret(ctx, s, owned, fetched)
+	s.password, s.passwordKnown = st.Live, true
+	c.Version = liveVersion
+	switch {
+	case st.Next != "" && !cred.Password.Equal(credentials.NewPassword(st.Next)):
+		// The source changed again before clients got the pending password:
+		// aim at the newest one (a node keeping the earlier pending password
+		// loses it when the rotation ends).
+		st.Next, st.PendingVersion = cred.Password.Reveal(), cred.Version
+		if err := r.applyRotationSecret(ctx, s, st); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		c.RotationTarget = st.PendingVersion
+	case st.inProgress():
+		// Finish the rotation under way first; a newer source value starts
+		// the next one.
+	case subtle.ConstantTimeCompare([]byte(cred.Password.Reveal()), []byte(st.Live)) != 1:
+		st.Next, st.PendingVersion = cred.Password.Reveal(), cred.Version
+		s.log.Info("Starting a password rotation", "fromVersion", liveVersion, "toVersion", cred.Version)
+		if err := r.applyRotationSecret(ctx, s, st); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		s.normal("RotationStarted", "The password source changed (version %s); rotating without restarts", cred.Version)
+		c.RotationStep, c.RotationTarget = st.step(), st.PendingVersion
+	default:
+		c.Version = cred.Version
+		if err := r.applySecret(ctx, s, owned, st.Live); err != nil {
+			return ctrl.Result{}, true, err
+		}
+	}
+	s.rotation = st
+	if st.inProgress() {
+		setRotationStep(s, c.RotationStep)
+	}
+	return res, false, nil
+}
+
+// credentialsFailed logs and records a Warning event when the source's
+// failure reason differs from the one CredentialsReady already shows, so
+// a source that stays unreadable causes one event, not one per pass.
+func (r *RedisClusterReconciler) credentialsFailed(s *scope, reason string) {
+	old := meta.FindStatusCondition(s.original.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)
+	if old != nil && old.Status == metav1.ConditionFalse && old.Reason == reason {
+		s.log.V(1).Info("Password source still unreadable", "source", s.obs.Creds.Source, "reason", reason)
+		return
+	}
+	s.log.Info("Cannot read the password source", "source", s.obs.Creds.Source, "reason", reason)
+	s.warning(reason, "Cannot read the password from %s: %v; Redis keeps the last good password", s.obs.Creds.Source, s.obs.Creds.Err)
+}
+
+// fetchCredential reads spec.auth's source, or for Vault returns the
+// credential read last while the refresh interval has not passed and the
+// refresh annotation is unchanged. After a failure the source is read
+// again only once the retry delay has passed; the returned Result asks
+// for a pass then.
+func (r *RedisClusterReconciler) fetchCredential(ctx context.Context, s *scope) (credentials.Credential, ctrl.Result, error) {
+	rc := s.rc
+	auth := rc.Spec.Auth
+	e := r.creds.entry(rc)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	now := r.Clock.Now()
+	refresh := rc.Annotations[cachev1beta1.RefreshCredentialsAnnotation]
+	interval := maxRetry
+	if v := auth.Vault; v != nil {
+		interval = defaultRefreshInterval
+		if v.RefreshInterval != nil && v.RefreshInterval.Duration > 0 {
+			interval = v.RefreshInterval.Duration
+		}
+	}
+	switch {
+	case refresh != e.refresh:
+	case e.failures > 0 && now.Before(e.next):
+		return credentials.Credential{}, ctrl.Result{RequeueAfter: e.next.Sub(now)}, e.err
+	case auth.Vault != nil && e.ok && now.Before(e.next):
+		return e.cred, ctrl.Result{RequeueAfter: e.next.Sub(now)}, nil
+	}
+	e.refresh = refresh
+
+	cred, err := r.readSource(ctx, s, e)
+	if err != nil {
+		e.failures++
+		delay := firstRetry << min(e.failures-1, 16)
+		if delay > interval {
+			delay = interval
+		}
+		e.next, e.err = now.Add(delay), err
+		return credentials.Credential{}, ctrl.Result{RequeueAfter: delay}, err
+	}
+	e.failures, e.err, e.ok, e.cred = 0, nil, true, cred
+	e.next = now.Add(interval)
+	if auth.Vault == nil {
+		// A Secret is watched: its change starts a pass at once.
+		return cred, ctrl.Result{}, nil
+	}
+	return cred, ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// readSource builds (or reuses) the source of spec.auth and reads it.
+func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *sourceEntry) (credentials.Credential, error) {
+	rc := s.rc
+	auth := rc.Spec.Auth
+	switch {
+	case auth.SecretRef != nil:
+		src, err := credentials.NewSecretSource(r.getSecret, rc.Namespace, auth.SecretRef.Name, secretKey(auth.SecretRef))
+		if err != nil {
+			return credentials.Credential{}, err
+		}
+		return src.Fetch(ctx)
+	case auth.Vault != nil:
+		src, err := r.vaultSource(ctx, s, e)
+		if err != nil {
+			return credentials.Credential{}, err
+		}
+		return src.Fetch(ctx)
+	default:
+		return credentials.Credential{}, fmt.Errorf("%w: spec.auth names no source", credentials.ErrInvalidConfig)
+	}
+}
+
+// vaultSource returns the VaultSource for spec.auth.vault, kept between
+// passes (it holds the Vault token and renews it) and built anew when the
+// spec or the CA changed.
+func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *sourceEntry) (*credentials.VaultSource, error) {
+	rc := s.rc
+	v := rc.Spec.Auth.Vault
+	var ca []byte
+	if v.CASecretRef != nil {
+		key := v.CASecretRef.Key
+		if key == "" {
+			key = defaultCAKey
+		}
+		sec, err := r.getSecret(ctx, rc.Namespace, v.CASecretRef.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the Vault CA from Secret %s: %v", credentials.ErrInvalidConfig, v.CASecretRef.Name, err)
+		}
+		if ca = sec.Data[key]; len(ca) == 0 {
+			return nil, fmt.Errorf("%w: Secret %s has no CA under key %q", credentials.ErrInvalidConfig, v.CASecretRef.Name, key)
+		}
+	}
+	if e.vault != nil && equality.Semantic.DeepEqual(e.vaultSpec, v) && string(e.vaultCA) == string(ca) {
+		return e.vault, nil
+	}
+	cfg := credentials.VaultConfig{
+		Address:   v.Address,
+		CACert:    ca,
+		Namespace: v.Namespace,
+		Mount:     v.Mount,
+		Path:      v.Path,
+		Key:       v.Key,
+		Timeout:   r.RedisTimeout,
+		Logger:    s.log.WithName("vault"),
+		Now:       r.Clock.Now,
+	}
+	if cfg.Mount == "" {
+		cfg.Mount = "secret"
+	}
+	if cfg.Key == "" {
+		cfg.Key = resources.PasswordKey
+	}
+	if v.Version != nil {
+		cfg.Version = int(*v.Version)
+	}
+	switch {
+	case v.TokenSecretRef != nil:
+		cfg.Auth.Token = credentials.TokenFromSecret(r.getSecret, rc.Namespace, v.TokenSecretRef.Name, secretKeyOr(v.TokenSecretRef, "token"))
+	default:
+		sa := v.ServiceAccountName
+		if sa == "" {
+			sa = rc.Name
+		}
+		audience := v.Audience
+		if audience == "" {
+			audience = "vault"
+		}
+		cfg.Auth.Kubernetes = &credentials.KubernetesAuth{
+			Role:                v.Role,
+			MountPath:           v.AuthMount,
+			ServiceAccountToken: r.serviceAccountToken(rc.Namespace, sa, audience),
+		}
+	}
+	src, err := credentials.NewVaultSource(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.vault, e.vaultSpec, e.vaultCA = src, v.DeepCopy(), ca
+	return src, nil
+}
+
+// serviceAccountToken returns a TokenFunc asking the TokenRequest API
+// (serviceaccounts/token) for a token of namespace/name with audience.
+func (r *RedisClusterReconciler) serviceAccountToken(namespace, name, audience string) credentials.TokenFunc {
+	seconds := int64(vaultTokenLifetime / time.Second)
+	return func(ctx context.Context) (string, error) {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			Audiences:         []string{audience},
+			ExpirationSeconds: &seconds,
+		}}
+		if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+			return "", fmt.Errorf("token request for service account %s/%s with audience %q: %w", namespace, name, audience, err)
+		}
+		if tr.Status.Token == "" {
+			return "", fmt.Errorf("token request for service account %s/%s returned no token", namespace, name)
+		}
+		return tr.Status.Token, nil
+	}
+}
+
+// credentialCache keeps, per RedisCluster, what the last read of its
+// password source gave and when to read it again. In memory only: after an
+// operator restart every source is read at once.
+type credentialCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*sourceEntry
+}
+
+// sourceEntry is one RedisCluster's source state; mu serializes its reads.
+type sourceEntry struct {
+	mu sync.Mutex
+	// refresh is the refresh annotation's value at the last read.
+	refresh string
+	// ok and cred: the last successful read.
+	ok   bool
+	cred credentials.Credential
+	// failures counts reads failed in a row; err is the last one.
+	failures int
+	err      error
+	// next is when the source is read again.
+	next time.Time
+
+	vault     *credentials.VaultSource
+	vaultSpec *cachev1beta1.VaultSource
+	vaultCA   []byte
+}
+
+func (c *credentialCache) entry(rc *cachev1beta1.RedisCluster) *sourceEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[types.NamespacedName]*sourceEntry{}
+	}
+	key := types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}
+	e, ok := c.entries[key]
+	if !ok {
+		e = &sourceEntry{}
+		c.entries[key] = e
+	}
+	return e
+}
+
+func (c *credentialCache) forget(rc *cachev1beta1.RedisCluster) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
 }
 
 // applySecret creates or updates the owned Secret when its content differs
@@ -163,6 +444,11 @@ func secretUpToDate(live, desired *corev1.Secret) bool {
 			return false
 		}
 	}
+	for _, k := range []string{rotationVersionAnnotation, rotationSwitchedAnnotation} {
+		if live.Annotations[k] != desired.Annotations[k] {
+			return false
+		}
+	}
 	return true
 }
 
@@ -175,8 +461,12 @@ func (r *RedisClusterReconciler) getSecret(ctx context.Context, namespace, name 
 }
 
 func secretKey(ref *cachev1beta1.SecretKeySelector) string {
+	return secretKeyOr(ref, resources.PasswordKey)
+}
+
+func secretKeyOr(ref *cachev1beta1.SecretKeySelector, def string) string {
 	if ref.Key == "" {
-		return resources.PasswordKey
+		return def
 	}
 	return ref.Key
 }
@@ -188,7 +478,7 @@ func credentialsReason(err error) string {
 		return cachev1beta1.RedisClusterSecretNotFoundReason
 	case errors.Is(err, credentials.ErrVaultUnreachable), errors.Is(err, credentials.ErrVaultError):
 		return cachev1beta1.RedisClusterVaultUnreachableReason
-	case errors.Is(err, credentials.ErrAuthFailed):
+	case errors.Is(err, credentials.ErrAuthFailed), errors.Is(err, credentials.ErrPermissionDenied):
 		return cachev1beta1.RedisClusterVaultPermissionDeniedReason
 	case errors.Is(err, credentials.ErrInvalidConfig):
 		return cachev1beta1.RedisClusterInvalidSpecReason

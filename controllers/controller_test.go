@@ -469,24 +469,31 @@ func TestAuthFromSecret(t *testing.T) {
 		t.Errorf("status.credentials %+v", got.Status.Credentials)
 	}
 
-	// A changed password is not pushed to the pods without a rotation.
+	// A changed password starts a rotation: it is kept pending in the owned
+	// Secret (never in status) until every node has it; without running pods
+	// the live password stays.
 	src.Data["pw"] = []byte("new password")
 	if err := k8s.Update(testCtx, src); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "changed source reported", func() error {
+	eventually(t, "rotation pending", func() error {
+		if err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "auth-auth"}, owned); err != nil {
+			return err
+		}
+		if string(owned.Data["password-next"]) != "new password" {
+			return errors.New("no pending password")
+		}
 		got = getCluster(t, rc)
-		c := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != cachev1beta1.RedisClusterRotatingCredentialsReason {
-			return fmt.Errorf("credentials %+v", c)
+		if got.Status.Credentials == nil || got.Status.Credentials.RotationStep != "AddingPassword" {
+			return fmt.Errorf("status.credentials %+v", got.Status.Credentials)
 		}
 		return nil
 	})
-	if err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "auth-auth"}, owned); err != nil {
-		t.Fatal(err)
-	}
 	if string(owned.Data["password"]) != password {
-		t.Error("the live password was replaced without a rotation")
+		t.Error("the live password was replaced before every node had the new one")
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("credentials %+v", c)
 	}
 }
 

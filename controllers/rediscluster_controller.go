@@ -87,6 +87,9 @@ type RedisClusterReconciler struct {
 	// Clock is the source of time (tests inject one); default real time.
 	Clock clock.PassiveClock
 
+	// creds remembers each cluster's last password-source read (auth.go).
+	creds credentialCache
+
 	metrics *clusterMetrics
 }
 
@@ -189,6 +192,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.reconcileRollout,
 		r.reconcileReplicaScaleDown,
 		r.reconcileLiveConfig,
+		r.reconcileRotation,
 	} {
 		res, stop, err := p(ctx, s)
 		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {

@@ -27,6 +27,9 @@ type scope struct {
 	// then nothing that needs Redis runs.
 	password      string
 	passwordKnown bool
+	// rotation is the password rotation state read from the owned Secret
+	// (see rotation.go).
+	rotation rotationState
 
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet

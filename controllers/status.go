@@ -55,6 +55,9 @@ type credentialsObservation struct {
 	Err    error
 	// Live reports whether the owned Secret holds a password the pods can use.
 	Live bool
+	// RotationStep is the password rotation's step ("" when none) and
+	// RotationTarget the source version it rotates to.
+	RotationStep, RotationTarget string
 }
 
 // podsObservation counts the Redis pods the StatefulSets should run.
@@ -218,6 +221,9 @@ func progressReason(o *observation) (reason, message string) {
 		return cachev1beta1.RedisClusterUpgradingReason,
 			fmt.Sprintf("Rolling %s to the new template, replicas first, each master after a planned failover: %s.",
 				plural(len(o.StalePods), "pod"), names(o.StalePods))
+	case o.Creds.RotationStep != "" && len(o.Pods.NotReady) == 0:
+		return cachev1beta1.RedisClusterRotatingCredentialsReason,
+			fmt.Sprintf("Rotating the password to version %s without restarts: step %s.", o.Creds.RotationTarget, o.Creds.RotationStep)
 	case len(o.Pods.NotReady) > 0:
 		return cachev1beta1.RedisClusterPendingReason,
 			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))

@@ -1,0 +1,253 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+	"github.com/redis-operator/redis-operator/test/redistest"
+)
+
+// rotationCluster starts one shard (master and replica) of real redis-server
+// with password and forms it with the topology engine.
+func rotationCluster(t *testing.T, password string) (master, replica *redistest.Node, eps []topology.Endpoint) {
+	t.Helper()
+	nodes := redistest.Start(t, 2, redistest.Options{Password: password, NodeTimeout: 3 * time.Second})
+	spec := topology.ShardSpec{Name: "s0"}
+	for i, n := range nodes {
+		spec.Nodes = append(spec.Nodes, topology.Endpoint{Name: fmt.Sprintf("s0-%d", i), Addr: n.Addr()})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	eng := topology.New(topology.Options{Password: password})
+	if _, err := eng.Reconcile(ctx, topology.Desired{Shards: []topology.ShardSpec{spec}, ReplicasPerShard: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	master, replica = nodes[0], nodes[1]
+	if master.Do("ROLE").([]any)[0] != "master" {
+		master, replica = replica, master
+	}
+	return master, replica, spec.Nodes
+}
+
+func accepts(addr, password string) error {
+	cl := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return cl.Ping(ctx).Err()
+}
+
+func waitLinkUp(t *testing.T, addr, password string) {
+	t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true})
+	defer cl.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := cl.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: master_link_status not up: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// secretStore stands for the owned Secret: the state the rotation saves.
+// failNext makes the next save fail, as an operator crash before the write.
+type secretStore struct {
+	mu       sync.Mutex
+	st       rotationState
+	failNext bool
+}
+
+func (s *secretStore) save(st rotationState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failNext {
+		s.failNext = false
+		return errors.New("crash before the Secret write")
+	}
+	s.st = st
+	return nil
+}
+
+func (s *secretStore) load() rotationState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// TestAdvanceRotation runs the rotation state machine against a real master
+// and replica while a client that follows the Secret writes: the new
+// password is live on every node before the Secret changes, a crash before
+// the Secret write and a node restarted from a config with only the old
+// password are both resumed, the old password is refused only after the
+// grace period, replication stays up, and the writer sees no failed
+// authentication.
+func TestAdvanceRotation(t *testing.T) {
+	const oldPw, newPw = "old-rotation-pw", "new rotation pw 2"
+	master, replica, eps := rotationCluster(t, oldPw)
+	store := &secretStore{st: rotationState{Live: oldPw, Next: newPw, PendingVersion: "v2"}}
+	ops := func(live string) passwordOps {
+		return topology.New(topology.Options{Password: live, Logger: testr.New(t)})
+	}
+	ctx := context.Background()
+	const grace = time.Hour // the test moves the clock, not the wall time
+	t0 := time.Now()
+
+	// A client that re-reads the Secret before every write.
+	var writes, authFailures, otherFailures atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: store.load().Live, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+			err := cl.Set(ctx, fmt.Sprintf("{k}%d", i), i, 0).Err()
+			_ = cl.Close()
+			switch {
+			case err == nil:
+				writes.Add(1)
+			case strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "NOAUTH"):
+				authFailures.Add(1)
+			default:
+				otherFailures.Add(1)
+			}
+		}
+	}()
+	stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopWriter)
+
+	// Crash at UpdatingSecret: nothing saved, the pending password is kept.
+	store.failNext = true
+	st := store.load()
+	out, err := advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0, store.save)
+	if err == nil || out.Step != rotationUpdatingSecret {
+		t.Fatalf("crash at the Secret write: %+v, %v", out, err)
+	}
+	if got := store.load(); got.Live != oldPw || got.Next != newPw {
+		t.Fatal("the state moved although the Secret write failed")
+	}
+	for _, ep := range eps {
+		for _, pw := range []string{oldPw, newPw} {
+			if err := accepts(ep.Addr, pw); err != nil {
+				t.Fatalf("%s before the Secret changes: %v", ep.Name, err)
+			}
+		}
+	}
+
+	// Resumed: switch, then the grace period.
+	st = store.load()
+	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0, store.save)
+	if err != nil || out.Step != rotationGracePeriod || out.Wait != grace || out.Done {
+		t.Fatalf("after the switch: %+v, %v", out, err)
+	}
+	if got := store.load(); got.Live != newPw || got.Previous != oldPw || got.Next != "" || !got.SwitchedAt.Equal(t0) {
+		t.Fatal("the Secret does not hold the new password with the old one as previous")
+	}
+	if replica.Do("CONFIG", "GET", "masterauth").([]any)[1] != newPw {
+		t.Fatal("masterauth not switched on the replica")
+	}
+
+	// The replica restarts from a config with only the old password.
+	replica.Stop()
+	replica.Restart()
+	st = store.load()
+	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace/2), store.save)
+	if err != nil || out.Step != rotationGracePeriod || out.Wait != grace/2 {
+		t.Fatalf("in the grace period: %+v, %v", out, err)
+	}
+	for _, ep := range eps {
+		for _, pw := range []string{oldPw, newPw} {
+			if err := accepts(ep.Addr, pw); err != nil {
+				t.Fatalf("%s in the grace period: %v", ep.Name, err)
+			}
+		}
+	}
+	waitLinkUp(t, replica.Addr(), newPw)
+
+	// Grace period over.
+	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace), store.save)
+	if err != nil || !out.Done || out.Step != "" {
+		t.Fatalf("end: %+v, %v", out, err)
+	}
+	if got := store.load(); got != (rotationState{Live: newPw}) {
+		t.Fatal("the finished state keeps rotation keys")
+	}
+	for _, ep := range eps {
+		if err := accepts(ep.Addr, newPw); err != nil {
+			t.Fatalf("%s refuses the new password: %v", ep.Name, err)
+		}
+		if err := accepts(ep.Addr, oldPw); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Fatalf("%s after the grace period, old password: %v", ep.Name, err)
+		}
+	}
+	mcl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: newPw, Protocol: 2, DisableIdentity: true})
+	defer mcl.Close()
+	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLinkUp(t, replica.Addr(), newPw)
+
+	// Done is done: another call changes nothing.
+	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0.Add(2*grace), store.save)
+	if err != nil || out != (rotationOutcome{}) {
+		t.Fatalf("after the end: %+v, %v", out, err)
+	}
+
+	stopWriter()
+	if authFailures.Load() != 0 || writes.Load() == 0 {
+		t.Fatalf("writer following the Secret: %d writes, %d failed authentications, %d other errors",
+			writes.Load(), authFailures.Load(), otherFailures.Load())
+	}
+}
+
+// TestRotationSecret: the owned Secret carries the pending or previous
+// password and the rotation annotations only while a rotation runs, and
+// reads back to the same state.
+func TestRotationSecret(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "u"}}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, st := range []rotationState{
+		{Live: "pw-aaaa"},
+		{Live: "pw-aaaa", Next: "pw-bbbb", PendingVersion: "v2"},
+		{Live: "pw-bbbb", Previous: "pw-aaaa", PendingVersion: "v2", SwitchedAt: at},
+	} {
+		sec := rotationSecret(rc, st)
+		if got := readRotationState(sec); got != st {
+			t.Errorf("round trip of %+v: %+v", st.step(), got.step())
+		}
+		if !strings.Contains(string(sec.Data[resources.AuthConfKey]), `requirepass "`+st.Live+`"`) {
+			t.Errorf("auth.conf does not hold the live password (step %q)", st.step())
+		}
+		if !st.inProgress() && len(sec.Annotations) != 0 {
+			t.Errorf("annotations without a rotation: %v", sec.Annotations)
+		}
+		for k, v := range sec.Annotations {
+			if strings.Contains(v, "pw-") {
+				t.Errorf("annotation %s holds a password", k)
+			}
+		}
+	}
+}
