@@ -42,20 +42,35 @@ func (r *RedisClusterReconciler) reconcileDelete(ctx context.Context, rc *cachev
 	}
 
 	err := r.cleanup(ctx, rc)
-	if err == nil {
+	remove, timedOut, retryAfter := deletionVerdict(r.Clock.Now(), rc.DeletionTimestamp.Time, r.DeletionTimeout, err)
+	switch {
+	case remove && !timedOut:
 		log.Info("Cleanup done; removing finalizer", "deleteClaimPolicy", rc.Spec.Storage.DeleteClaimPolicy)
 		return ctrl.Result{}, r.updateFinalizer(ctx, rc, false)
-	}
-	deadline := rc.DeletionTimestamp.Add(r.DeletionTimeout)
-	now := r.Clock.Now()
-	if !now.Before(deadline) {
+	case remove:
 		log.Info("Cleanup did not finish in time; removing finalizer", "timeout", r.DeletionTimeout.String(), "error", err.Error())
 		r.Recorder.Eventf(rc, corev1.EventTypeWarning, "CleanupTimedOut",
 			"Cleanup did not finish within %s; removed the finalizer anyway: %v", r.DeletionTimeout, err)
 		return ctrl.Result{}, r.updateFinalizer(ctx, rc, false)
+	default:
+		log.Info("Cleanup not done yet", "error", err.Error())
+		return ctrl.Result{RequeueAfter: retryAfter}, nil
 	}
-	log.Info("Cleanup not done yet", "error", err.Error())
-	return ctrl.Result{RequeueAfter: min(deletionRetry, deadline.Sub(now))}, nil
+}
+
+// deletionVerdict decides, for a deletion requested at requested, whether
+// the finalizer goes now: when cleanup succeeded, or (timedOut) when it
+// still fails timeout after the request. Otherwise cleanup is retried
+// after retryAfter, never past the deadline.
+func deletionVerdict(now, requested time.Time, timeout time.Duration, cleanupErr error) (remove, timedOut bool, retryAfter time.Duration) {
+	if cleanupErr == nil {
+		return true, false, 0
+	}
+	deadline := requested.Add(timeout)
+	if !now.Before(deadline) {
+		return true, true, 0
+	}
+	return false, false, min(deletionRetry, deadline.Sub(now))
 }
 
 // cleanup does what deleteClaimPolicy asks and reports what is left: nil

@@ -270,7 +270,7 @@ func progressingCondition(rc *cachev1beta1.RedisCluster, o *observation) conditi
 			"Nothing changes until spec.lostShardPolicy says what to do with the lost slots."}
 	case reason == "":
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterReadyReason, "Nothing to change."}
-	case rc.Spec.Paused && reason != cachev1beta1.RedisClusterPendingReason:
+	case rc.Spec.Paused:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterPausedReason, "Paused; pending: " + msg}
 	default:
 		return conditionResult{metav1.ConditionTrue, reason, msg}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// TestRunsAgainstAKubeconfig builds the command, runs it as a process
+// against a real API server (envtest) given only a kubeconfig file, the
+// way `go run ./cmd/redis-operator --kubeconfig X` runs, and checks that
+// it takes the leader Lease, reconciles a RedisCluster, and stops cleanly
+// on SIGTERM.
+func TestRunsAgainstAKubeconfig(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
+		t.Setenv("KUBEBUILDER_ASSETS", abs)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachev1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (run `make tools` first): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfigPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := filepath.Join(dir, "redis-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--webhooks=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--resync-period", "10s")
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=", "KUBECONFIG=")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		exited <- cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rc := &cachev1beta1.RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "cmd", Namespace: "default"},
+		Spec:       cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1},
+	}
+	if err := k8s.Create(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err = reconciled(ctx, k8s, rc)
+		if err == nil {
+			break
+		}
+		select {
+		case e := <-exited:
+			t.Fatalf("the operator exited: %v\n%s", e, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v\noperator log:\n%s", err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the operator did not stop within 30 s of SIGTERM\n%s", logs.String())
+	}
+}
+
+// reconciled checks that the operator held the leader Lease, wrote the
+// cluster's status and created its three shard StatefulSets.
+func reconciled(ctx context.Context, k8s client.Client, rc *cachev1beta1.RedisCluster) error {
+	got := &cachev1beta1.RedisCluster{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(rc), got); err != nil {
+		return err
+	}
+	if meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.RedisClusterReadyCondition) == nil {
+		return fmt.Errorf("no status yet")
+	}
+	var list appsv1.StatefulSetList
+	if err := k8s.List(ctx, &list, client.InNamespace(rc.Namespace)); err != nil {
+		return err
+	}
+	if len(list.Items) != 3 {
+		return fmt.Errorf("%d StatefulSets", len(list.Items))
+	}
+	lease := &coordinationv1.Lease{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "redis-operator.cache.redis.io"}, lease); err != nil {
+		return fmt.Errorf("leader Lease: %w", err)
+	}
+	return nil
+}
