@@ -342,6 +342,23 @@ func (a *assessment) aliveSomewhere(id string) bool {
 	return false
 }
 
+// awaited reports whether some reachable node's table places id at the address of an
+// unreachable endpoint: the node of that endpoint is down (crashed, hung, restarting) and
+// expected back with the same ID.
+func (a *assessment) awaited(id string) bool {
+	for _, ep := range a.nodes {
+		if ep.Reachable() {
+			continue
+		}
+		for _, n := range a.reachable() {
+			if r := n.Lookup(id); r != nil && sameAddr(*r, ep.Endpoint.Addr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // drained reports whether a leaving shard owns no slots, claims none and has no open slot,
 // so its nodes may be forgotten. ids are the node IDs attributed to the shard.
 func (a *assessment) drained(sh *shardState) (ids []string, ok bool) {

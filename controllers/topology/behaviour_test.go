@@ -433,8 +433,9 @@ func syncReplicas(t *testing.T, c *testCluster, shards []string) {
 	}
 }
 
-// Behaviour 5: a master dies → Redis promotes its replica → the engine forgets the dead ID
-// everywhere; the pod coming back empty joins as a replica of the new master; a node
+// Behaviour 5: a master dies → Redis promotes its replica → the engine waits for the dead node
+// (its ID stays known); it comes back with its nodes.conf as a replica of the new master; a
+// pod coming back empty joins as a replica and the old ID is forgotten everywhere; a node
 // restarting with its nodes.conf on a new address rejoins with the same ID.
 func TestFailureHealing(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{Password: "heal"}, Options{})
@@ -459,14 +460,27 @@ func TestFailureHealing(t *testing.T) {
 	if !promoted.IsMaster() || promoted.OwnSlots().Len() == 0 || res.Shards[1].MasterName != "s1-1" {
 		t.Fatalf("replica not promoted: master %q, status %+v", promoted.MasterID(), res.Shards[1])
 	}
+	// Its address is unreachable: the node is awaited, not forgotten (forgetting would ban
+	// its ID for 60 s when it comes back with its nodes.conf).
 	for _, n := range v.Nodes {
-		if n.Reachable() && n.Lookup(deadID) != nil {
-			t.Fatalf("%s still knows the dead master %s", n.Endpoint.Name, deadID)
+		if n.Reachable() && n.Lookup(deadID) == nil {
+			t.Fatalf("%s forgot the dead master %s while its pod may come back", n.Endpoint.Name, deadID)
 		}
 	}
 	redistest.Verify(t, c.client(d), ds)
 
-	// The pod comes back with an empty volume: a new node ID on the same address.
+	// The process comes back with its nodes.conf: the same ID, now a replica of the
+	// promoted node (spec: "Replica election and promotion"), nothing forgotten or reset.
+	c.nodes["s1"][0].Restart()
+	c.assertShape(d, c.reconcile(d, nil))
+	back := c.observe(d).Node("s1-0")
+	if back.ID != deadID || back.MasterID() != promoted.ID {
+		t.Fatalf("restarted node %s follows %q, want ID %s following %s", back.ID, back.MasterID(), deadID, promoted.ID)
+	}
+
+	// The pod comes back with an empty volume: a new node ID on the same address; the old
+	// ID, no longer awaited, is forgotten everywhere.
+	c.nodes["s1"][0].Kill()
 	c.nodes["s1"][0].Wipe()
 	c.nodes["s1"][0].Restart()
 	res = c.reconcile(d, nil)
@@ -475,6 +489,11 @@ func TestFailureHealing(t *testing.T) {
 	fresh := v.Node("s1-0")
 	if fresh.ID == deadID || fresh.MasterID() != promoted.ID || fresh.OwnSlots().Len() != 0 {
 		t.Fatalf("fresh node %s: master %q, %d slots", fresh.ID, fresh.MasterID(), fresh.OwnSlots().Len())
+	}
+	for _, n := range v.Nodes {
+		if n.Reachable() && n.Lookup(deadID) != nil {
+			t.Fatalf("%s still knows the wiped node's old ID %s", n.Endpoint.Name, deadID)
+		}
 	}
 
 	// A replica restarts with its nodes.conf on a new port.

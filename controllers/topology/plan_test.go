@@ -2,6 +2,8 @@ package topology
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +94,23 @@ func down(names ...string) viewOpt {
 	}
 }
 
+// freshNode makes name an empty master with a new ID that knows only itself, as a pod
+// whose volume was lost.
+func freshNode(name, id string) viewOpt {
+	return func(v *ClusterView) {
+		for _, n := range v.Nodes {
+			if n.Endpoint.Name != name {
+				continue
+			}
+			host, port, _ := net.SplitHostPort(n.Endpoint.Addr)
+			p, _ := strconv.Atoi(port)
+			self := NodeRecord{ID: id, IP: host, Port: p, BusPort: p + 10000, Flags: NodeFlags{Myself: true, Master: true}, Connected: true}
+			*n = NodeView{Endpoint: n.Endpoint, ID: id, Known: []NodeRecord{self}, Info: ClusterInfo{State: "fail", KnownNodes: 1},
+				Replication: ReplicationInfo{Role: "master"}}
+		}
+	}
+}
+
 // table replaces one node's view with another capture (for views that disagree).
 func table(t *testing.T, name, file string) viewOpt {
 	return func(v *ClusterView) {
@@ -158,10 +177,17 @@ func TestPlanFixtures(t *testing.T) {
 			want: []string{"Wait: waiting for Redis to promote a replica of unreachable master 6c4100c6760f71366dcfecccb1863248a3132dc5 (5461 slots)"},
 		},
 		{
-			name: "promoted replica: forget the dead master everywhere, then report the missing pod", file: "master-down.failed-and-promoted.cluster-nodes.txt", desired: healthy,
+			name: "promoted replica: the dead master is awaited at its address, not forgotten; the pod is reported", file: "master-down.failed-and-promoted.cluster-nodes.txt", desired: healthy,
 			opts: []viewOpt{down("s2-0")},
-			// The missing pod is reported (ErrNotReady) on the next pass, once nothing is left to do.
-			want: []string{"Forget 6c4100c6760f71366dcfecccb1863248a3132dc5 on s0-0,s0-1,s1-0,s1-1,s2-1"},
+			// s2-0 comes back with its nodes.conf and rejoins as a replica by itself.
+			wantErr: ErrNotReady,
+		},
+		{
+			// Its address is reachable again, so the dead ID is no longer awaited: the fresh node
+			// is met first, the dead ID forgotten in a later pass (TestFailureHealing).
+			name: "promoted replica, the pod back empty with a new ID: it is met", file: "master-down.failed-and-promoted.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{freshNode("s2-0", "00000000000000000000000000000000000000a4")},
+			want: []string{"Meet s0-0 -> s2-0"},
 		},
 		{
 			name: "old master back as replica of the promoted one: converged", file: "old-master-back-as-replica.cluster-nodes.txt", desired: healthy,

@@ -621,23 +621,28 @@ func TestSimFailureHealing(t *testing.T) {
 	s.mustConverge(d)
 	dead := s.live["s1-0"]
 	dead.up = false
-	// Redis promotes s1-1 (Wait), the engine forgets the dead ID, then reports the pod.
+	// Redis promotes s1-1 (Wait); the dead ID stays known, awaited at its address, and the
+	// pod is reported.
 	if err := s.run(d); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("error %v, want ErrNotReady", err)
 	}
 	if s.live["s1-1"].master != "" || s.live["s1-1"].slots.Len() == 0 {
 		t.Fatal("replica not promoted")
 	}
-	for _, n := range s.live {
-		if _, ok := n.known[dead.id]; ok && n.up {
-			t.Fatalf("%s still knows the dead master", n.ep.Name)
-		}
+	if s.steps[StepForget] > 0 {
+		t.Fatal("the dead master was forgotten while its pod may come back with its ID")
 	}
-	// The pod comes back empty with a new ID: it joins as a replica of the new master.
+	// The pod comes back empty with a new ID: it joins as a replica of the new master, and
+	// the dead ID, no longer awaited, is forgotten everywhere.
 	fresh := s.fresh(dead.ep)
 	s.mustConverge(d)
 	if fresh.master != s.live["s1-1"].id || fresh.slots.Len() != 0 {
 		t.Fatal("fresh node is not a replica of the promoted master")
+	}
+	for _, n := range s.live {
+		if _, ok := n.known[dead.id]; ok && n.up {
+			t.Fatalf("%s still knows the dead master", n.ep.Name)
+		}
 	}
 }
 
