@@ -53,7 +53,9 @@ func TestPodLifecycle(t *testing.T) {
 				},
 				Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
 					Command: []string{"sh", "-c", "cat /work/init-ran > /host/prestop-ran"}}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/work"}, {Name: "host", MountPath: "/host"}},
+				// /tmp first: the plane's state (and so every volume's
+				// source) is under /tmp here, and must stay reachable.
+				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/tmp"}, {Name: "work", MountPath: "/work"}, {Name: "host", MountPath: "/host"}},
 			}, {
 				Name: "exporter", Image: "oliver006/redis_exporter:v1.62.0",
 				Args: []string{"--redis.addr=redis://$(POD_IP):6379", "--web.listen-address=$(POD_IP):9121"},
@@ -66,6 +68,7 @@ func TestPodLifecycle(t *testing.T) {
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: &dirType}}},
 			},
 		},

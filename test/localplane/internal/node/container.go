@@ -19,7 +19,7 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
-// launcherScript is the first program of every container. It runs as root
+// launcherScript is the first program (bash) of every container. It runs as root
 // in the container's fresh mount and UTS namespaces (the process was
 // created with CLONE_NEWNS|CLONE_NEWUTS, and Go makes "/" recursively
 // private in a new mount namespace, so nothing propagates to the host). It
@@ -33,30 +33,50 @@ import (
 // first covered with an empty tmpfs, as the directory would be a fresh one
 // in a real image; that hides only what the user could not reach anyway.
 //
+// Every mount source is opened before the first mount and bound through
+// /proc/self/fd: a mount, of /tmp say, may hide the path of a later source
+// (the plane's state directory may be under /tmp), but not an open one.
+//
 // Arguments: hostname workdir {kind src dst ro}... -- argv...
-// where kind is d (directory bind), f (file bind) or t (shadow tmpfs).
+// where kind is d (directory bind), f (file bind) or t (shadow tmpfs,
+// src "-").
 const launcherScript = `set -e
 user_path=$PATH
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 printf %s "$1" > /proc/sys/kernel/hostname
 wd=$2
 shift 2
+# Open every source before mounting anything.
+declare -a kinds srcs dsts ros
+n=0
 while [ "$1" != "--" ]; do
-	kind=$1 src=$2 dst=$3 ro=$4
-	shift 4
-	if [ "$kind" = t ]; then
-		mount -t tmpfs -o mode=0755 localplane-shadow "$dst"
-		continue
-	elif [ "$kind" = d ]; then
-		mkdir -p "$dst"
-	else
-		mkdir -p "$(dirname "$dst")"
-		[ -e "$dst" ] || : > "$dst"
+	kinds[n]=$1 dsts[n]=$3 ros[n]=$4
+	if [ "$1" != t ]; then
+		exec {fd}<"$2"
+		srcs[n]=$fd
 	fi
-	mount --bind "$src" "$dst"
-	if [ "$ro" = ro ]; then mount -o remount,bind,ro "$dst"; fi
+	shift 4
+	n=$((n + 1))
 done
 shift
+for ((i = 0; i < n; i++)); do
+	dst=${dsts[i]}
+	case ${kinds[i]} in
+	t)
+		mount -t tmpfs -o mode=0755 localplane-shadow "$dst"
+		continue
+		;;
+	d) mkdir -p "$dst" ;;
+	f)
+		mkdir -p "$(dirname "$dst")"
+		[ -e "$dst" ] || : > "$dst"
+		;;
+	esac
+	fd=${srcs[i]}
+	mount --no-canonicalize --bind "/proc/self/fd/$fd" "$dst"
+	exec {fd}<&-
+	if [ "${ros[i]}" = ro ]; then mount -o remount,bind,ro "$dst"; fi
+done
 mkdir -p "$wd"
 cd "$wd"
 printf ok >&3
@@ -150,7 +170,7 @@ func launch(s launchSpec) (*proctree.Process, error) {
 	// through this process would break, with SIGPIPE, once the node
 	// restarts); setup errors are read back from it.
 	offset, _ := s.log.Seek(0, io.SeekEnd)
-	cmd := exec.Command("/bin/sh", args...)
+	cmd := exec.Command("/bin/bash", args...)
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.ExtraFiles = []*os.File{w}
@@ -172,8 +192,7 @@ func launch(s launchSpec) (*proctree.Process, error) {
 }
 
 // shadowDirs lists, shallowest first, the existing host directories above
-// mount targets that id cannot traverse, leaving out any directory above a
-// mount source (covering it would hide the source).
+// mount targets that id cannot traverse.
 func shadowDirs(mounts []mountSpec, id identity) []string {
 	if id.uid == nil || *id.uid == 0 {
 		return nil
@@ -187,7 +206,7 @@ func shadowDirs(mounts []mountSpec, id identity) []string {
 			}
 			seen[dir] = true
 			st, err := os.Stat(dir)
-			if err != nil || !st.IsDir() || traversable(st, id) || aboveAnySource(dir, mounts) {
+			if err != nil || !st.IsDir() || traversable(st, id) {
 				continue
 			}
 			out = append(out, dir)
@@ -208,15 +227,6 @@ func shadowDirs(mounts []mountSpec, id identity) []string {
 		}
 	}
 	return top
-}
-
-func aboveAnySource(dir string, mounts []mountSpec) bool {
-	for _, m := range mounts {
-		if strings.HasPrefix(m.src, dir+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // traversable reports whether id may search directory st (permission
