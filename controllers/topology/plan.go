@@ -873,13 +873,23 @@ func (p *planner) checkConverged() {
 			p.wait("shard %s has %d replicas in sync, wants %d", sh.spec.Name, inSync, r)
 		}
 	}
-	for _, n := range p.members() {
+	members := p.members()
+	for _, n := range members {
 		if !n.Info.OK() {
 			p.wait("%s reports cluster_state:%s", n.Endpoint.Name, n.Info.State)
 			continue
 		}
 		if d := p.disagreement(n); d > 0 {
 			p.wait("%s disagrees on the owner of %d slots", n.Endpoint.Name, d)
+		}
+		// Every member knows every other at its address: the anchor met them, and the rest
+		// learn them by gossip, which a FORGET bans for 60 s (spec: "Removing nodes from a
+		// cluster"). Until then the cluster is still forming.
+		for _, o := range members {
+			if o != n && !knows(n, o) {
+				p.wait("%s does not know %s at %s yet", n.Endpoint.Name, o.Endpoint.Name, o.Endpoint.Addr)
+				break
+			}
 		}
 	}
 	for _, name := range p.leavingNames() {

@@ -111,6 +111,24 @@ func freshNode(name, id string) viewOpt {
 	}
 }
 
+// unknownTo removes the entry of node other from node name's table.
+func unknownTo(name, other string) viewOpt {
+	return func(v *ClusterView) {
+		for _, n := range v.Nodes {
+			if n.Endpoint.Name != name {
+				continue
+			}
+			var kept []NodeRecord
+			for _, r := range n.Known {
+				if r.ID != fixtureIDs[other] {
+					kept = append(kept, r)
+				}
+			}
+			n.Known = kept
+		}
+	}
+}
+
 // table replaces one node's view with another capture (for views that disagree).
 func table(t *testing.T, name, file string) viewOpt {
 	return func(v *ClusterView) {
@@ -203,6 +221,11 @@ func TestPlanFixtures(t *testing.T) {
 			want: []string{"Wait: s0-0 reports cluster_state:fail"},
 		},
 		{name: "14 s later Redis cleared FAIL: converged", file: "full-restart-after-meet-plus-14s.cluster-nodes.txt", desired: newIPs},
+		{
+			name: "a member another node does not know yet (gossip pending, or banned by a FORGET): wait", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{unknownTo("s1-1", "s2-1")},
+			want: []string{"Wait: s1-1 does not know s2-1 at 127.0.0.5:6379 yet"},
+		},
 		{
 			name: "replica unreachable: nothing to do but report it", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
 			opts: []viewOpt{down("s1-1")}, wantErr: ErrNotReady,
