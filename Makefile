@@ -70,3 +70,11 @@ docker-build: ## Build the operator image (not run in CI: there is no container 
 .PHONY: bench-reshard
 bench-reshard: ## Time the engine scaling 3→4 against redis-cli rebalance (200 000 keys), print the ratio.
 	go test -run '^$$' -bench Reshard -benchtime 1x -timeout 20m ./controllers/topology/
+
+.PHONY: demo dev-up dev-down
+demo: ## Run a 3x1 Redis Cluster on the local control plane; Ctrl-C stops everything.
+	@bash hack/localplane.sh demo
+dev-up: ## Start the local plane and the operator in the background (KUBECONFIG=.localplane/dev/kubeconfig).
+	@bash hack/localplane.sh dev-up
+dev-down: ## Stop what dev-up started (its state stays).
+	@bash hack/localplane.sh dev-down
