@@ -230,9 +230,9 @@ func progressReason(o *observation) (reason, message string) {
 	case !o.formed():
 		return cachev1beta1.RedisClusterBootstrappingReason, "All pods are ready; forming the cluster and assigning slots."
 	case len(o.Leaving) > 0 || t.SlotsToMove || (t.Migration != nil && t.Migration.SlotsTotal > 0):
-		msg := fmt.Sprintf("Scaling from %d to %d shards.", t.CurrentShards, o.DesiredShards)
+		msg := fmt.Sprintf("Scaling to %d shards (%d own slots now).", o.DesiredShards, t.CurrentShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
-			msg = fmt.Sprintf("Scaling from %d to %d shards: %d of %d slots moved.", t.CurrentShards, o.DesiredShards, m.SlotsMoved, m.SlotsTotal)
+			msg = fmt.Sprintf("Scaling to %d shards (%d own slots now): %d of %d slots moved.", o.DesiredShards, t.CurrentShards, m.SlotsMoved, m.SlotsTotal)
 		}
 		return cachev1beta1.RedisClusterScalingReason, msg
 	case !t.Converged:
