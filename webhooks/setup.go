@@ -18,11 +18,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
@@ -66,8 +69,17 @@ type Options struct {
 	ScaleInWarningFraction float64
 	// Certs is CertsSelfManaged (also when empty) or CertsCertManager.
 	Certs string
-	// SelfManaged configures the self-managed certificates.
+	// SelfManaged configures the self-managed certificates. Its DNSName
+	// (flag --webhook-host) is the name the API server dials when that is
+	// not the in-cluster Service: for an operator running as a process
+	// outside the cluster, installed with url clientConfigs such as
+	// https://localhost:9443/convert (test/localplane/manifests/webhooks).
 	SelfManaged certs.Options
+	// BindAddress is host:port the webhook server listens on, for example
+	// 127.0.0.1:9443. Empty keeps the manager's webhook server as it is
+	// (controller-runtime's default: port 9443 on every address, what a
+	// pod behind the webhook Service needs).
+	BindAddress string
 }
 
 // BindFlags registers the webhook flags on fs. The namespace defaults to
@@ -82,6 +94,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SelfManaged.Namespace, "webhook-namespace", namespace, "Namespace of the webhook Service and of the self-managed certificate Secret")
 	fs.StringVar(&o.SelfManaged.SecretName, "webhook-secret-name", certs.DefaultSecretName, "Secret holding the self-managed webhook CA and certificate")
 	fs.StringVar(&o.SelfManaged.ServiceName, "webhook-service-name", certs.DefaultServiceName, "Service the API server reaches the webhooks through (the certificate's name)")
+	fs.StringVar(&o.SelfManaged.DNSName, "webhook-host", "",
+		"Name the API server dials to reach the webhooks, issued in the self-managed certificate (default <webhook-service-name>.<webhook-namespace>.svc); "+
+			"for example localhost for an operator running outside the cluster, with url clientConfigs pointing at it")
+	fs.StringVar(&o.BindAddress, "webhook-bind-address", "",
+		"host:port the webhook server listens on, for example 127.0.0.1:9443 (default: port 9443 on every address)")
 	fs.StringVar(&o.SelfManaged.ValidatingWebhookConfigurationName, "webhook-configuration-name", certs.DefaultValidatingWebhookConfigurationName,
 		"ValidatingWebhookConfiguration that receives the self-managed CA bundle")
 	fs.Float64Var(&o.ScaleInWarningFraction, "webhook-scale-in-warning-fraction", DefaultScaleInWarningFraction,
@@ -89,7 +106,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 }
 
 // Setup registers the conversion webhook and both validating webhooks with
-// the manager's webhook server, sets up the self-managed certificates
+// the manager's webhook server, makes that server listen on
+// opts.BindAddress when set, sets up the self-managed certificates
 // (certs.Setup) unless opts.Certs is CertsCertManager, and adds the
 // readiness check "webhook-server", which fails until the server accepts
 // TLS connections (and, with self-managed certificates, "webhook-certs").
@@ -99,6 +117,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 func Setup(mgr manager.Manager, opts Options) error {
 	if opts.ScaleInWarningFraction < 0 || opts.ScaleInWarningFraction > 1 {
 		return fmt.Errorf("setting up webhooks: scale-in warning fraction %v is not within (0, 1]", opts.ScaleInWarningFraction)
+	}
+	if opts.BindAddress != "" {
+		if err := bind(mgr, opts.BindAddress); err != nil {
+			return err
+		}
 	}
 	switch opts.Certs {
 	case "", CertsSelfManaged:
@@ -139,5 +162,24 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook server readiness check: %w", err)
 	}
+	return nil
+}
+
+// bind makes the manager's webhook server, which has not started yet,
+// listen on address (host:port).
+func bind(mgr manager.Manager, address string) error {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("setting up webhooks: bind address %q is not host:port: %w", address, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return fmt.Errorf("setting up webhooks: bind address %q: port %q is not a number from 1 to 65535", address, portText)
+	}
+	srv, ok := mgr.GetWebhookServer().(*webhook.DefaultServer)
+	if !ok {
+		return fmt.Errorf("setting up webhooks: cannot set the bind address of a %T, only of controller-runtime's *webhook.DefaultServer", mgr.GetWebhookServer())
+	}
+	srv.Options.Host, srv.Options.Port = host, port
 	return nil
 }

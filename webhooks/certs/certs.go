@@ -83,7 +83,9 @@ type Options struct {
 	// <ServiceName>.<Namespace>.svc, the name the API server dials.
 	ServiceName string
 	// DNSName replaces <ServiceName>.<Namespace>.svc as the certificate's
-	// main name (tests use localhost).
+	// main name: the host of url clientConfigs when the API server reaches
+	// the operator other than through the Service (localhost for an
+	// operator running as a local process, as on test/localplane).
 	DNSName string
 	// ValidatingWebhookConfigurationName receives the CA bundle.
 	ValidatingWebhookConfigurationName string
