@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -334,15 +335,19 @@ func TestScaleSubresource(t *testing.T) {
 	ns := newNamespace(t)
 	rc := newCluster(t, ns, "scale")
 	waitSettled(t, rc)
-	scale := &autoscalingv1.Scale{}
-	if err := k8s.SubResource("scale").Get(testCtx, rc, scale); err != nil {
-		t.Fatal(err)
-	}
-	if scale.Spec.Replicas != 3 || scale.Status.Selector == "" {
-		t.Errorf("scale %+v", scale)
-	}
-	scale.Spec.Replicas = 5
-	if err := k8s.SubResource("scale").Update(testCtx, rc, client.WithSubResourceBody(scale)); err != nil {
+	// The controller writes status meanwhile: retry on conflict, as kubectl does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale := &autoscalingv1.Scale{}
+		if err := k8s.SubResource("scale").Get(testCtx, rc, scale); err != nil {
+			return err
+		}
+		if scale.Spec.Replicas != 3 || scale.Status.Selector == "" {
+			t.Errorf("scale %+v", scale)
+		}
+		scale.Spec.Replicas = 5
+		return k8s.SubResource("scale").Update(testCtx, rc, client.WithSubResourceBody(scale))
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "five shard StatefulSets", func() error {
