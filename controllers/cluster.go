@@ -95,7 +95,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 
 // progressReporter turns the engine's progress callbacks into
 // status.migration (written every migrationStatusInterval during a long
-// call) and one event per distinct step.
+// call) and, at the end of the call, one event listing its steps.
 type progressReporter struct {
 	r     *RedisClusterReconciler
 	s     *scope
