@@ -52,6 +52,17 @@ modules: ## Vet and test the separate test modules (test Vault server, local con
 	cd test/localplane && go vet ./... && go test -count=1 ./...
 	cd test/argocdlua && go vet ./... && go test -count=1 ./...
 
+.PHONY: test-e2e
+test-e2e: ## End-to-end suite: the operator against the local control plane with real Redis (root).
+	@mkdir -p $(BIN); rc=0; go test -tags e2e -v -count=1 -timeout 40m ./test/e2e/ > $(BIN)/e2e.log 2>&1 || rc=$$?; \
+	  grep -E '^\s*(e2e:|--- |ok|FAIL|PASS|panic)|_test\.go:[0-9]+:' $(BIN)/e2e.log || true; \
+	  if [ $$rc -ne 0 ]; then echo "e2e failed; the last lines of $(BIN)/e2e.log:"; tail -150 $(BIN)/e2e.log; fi; exit $$rc
+
+.PHONY: bench
+bench: ## Benchmarks: engine vs redis-cli resharding, and apply→Ready on the local plane (median of 3).
+	$(MAKE) --no-print-directory bench-reshard
+	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
+
 .PHONY: test
 test: ## Everything CI runs, with its own set-up; prints how long each part took.
 	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
@@ -60,6 +71,7 @@ test: ## Everything CI runs, with its own set-up; prints how long each part took
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
 	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit
 	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
+	@bash hack/timed.sh e2e $(MAKE) --no-print-directory test-e2e
 
 IMG ?= ghcr.io/redis-operator/redis-operator:v0.1.0
 CONTAINER_TOOL ?= docker
