@@ -224,13 +224,15 @@ func (r *RedisClusterReconciler) fetchCredential(ctx context.Context, s *scope) 
 		}
 	}
 	switch {
-	case refresh != e.refresh:
+	case refresh != e.refresh, !equality.Semantic.DeepEqual(e.auth, auth):
+		// Asked to refresh, or spec.auth changed: read now.
+		e.failures, e.ok = 0, false
 	case e.failures > 0 && now.Before(e.next):
 		return credentials.Credential{}, ctrl.Result{RequeueAfter: e.next.Sub(now)}, e.err
 	case auth.Vault != nil && e.ok && now.Before(e.next):
 		return e.cred, ctrl.Result{RequeueAfter: e.next.Sub(now)}, nil
 	}
-	e.refresh = refresh
+	e.refresh, e.auth = refresh, auth.DeepCopy()
 
 	cred, err := r.readSource(ctx, s, e)
 	if err != nil {
@@ -373,8 +375,10 @@ type credentialCache struct {
 // sourceEntry is one RedisCluster's source state; mu serializes its reads.
 type sourceEntry struct {
 	mu sync.Mutex
-	// refresh is the refresh annotation's value at the last read.
+	// refresh is the refresh annotation's value at the last read, and auth
+	// the spec.auth read then.
 	refresh string
+	auth    *cachev1beta1.AuthSpec
 	// ok and cred: the last successful read.
 	ok   bool
 	cred credentials.Credential
