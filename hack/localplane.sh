@@ -11,12 +11,24 @@
 # Kubernetes binaries into bin/ (hack/build-tools.sh, about 6 minutes on 2
 # cores). State lives in .localplane/<demo|dev>/ (LOCALPLANE_STATE_DIR
 # overrides it); dev-up keeps it across restarts, demo starts afresh.
+#
+# The operator serves its conversion and validating webhooks on
+# 127.0.0.1:9443 (LOCALPLANE_WEBHOOK_PORT) and its health probes on
+# 127.0.0.1:8081 (LOCALPLANE_PROBE_PORT); the API server calls the webhooks
+# at https://localhost:<port> (test/localplane/manifests/webhooks).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${BIN:-$ROOT/bin}
 EXAMPLE=$ROOT/examples/rediscluster.yaml
-CRDS=$ROOT/kustomize/base/crd/bases
+# The CRD with its conversion webhook and the ValidatingWebhookConfiguration,
+# both with url clientConfigs on https://localhost:9443.
+WEBHOOK_MANIFESTS=$ROOT/test/localplane/manifests/webhooks
+WEBHOOK_PORT=${LOCALPLANE_WEBHOOK_PORT:-9443}
+PROBE_PORT=${LOCALPLANE_PROBE_PORT:-8081}
+# The operator's namespace: its self-managed webhook certificate Secret
+# lives there (the operator's default --webhook-namespace).
+OPERATOR_NAMESPACE=redis-operator-system
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'localplane.sh: %s\n' "$*" >&2; exit 1; }
@@ -51,11 +63,16 @@ start_plane() {
 }
 
 install_crds() {
-  say "Installing the RedisCluster CRD"
-  # The CRD as generated, without the conversion-webhook patch: the operator
-  # runs as a local process here, not behind an in-cluster Service.
-  kubectl apply --server-side -f "$CRDS"
+  say "Installing the RedisCluster CRD and the webhooks (at https://localhost:$WEBHOOK_PORT)"
+  # The operator runs as a local process, not behind an in-cluster Service
+  # (Services have no endpoints on the plane): the API server calls it at
+  # https://localhost:<port>. The operator injects its CA into both objects;
+  # a server-side apply leaves that caBundle alone.
+  kubectl kustomize "$WEBHOOK_MANIFESTS" |
+    sed "s#https://localhost:9443/#https://localhost:$WEBHOOK_PORT/#" |
+    kubectl apply --server-side -f -
   kubectl wait --for=condition=Established --timeout=60s crd/redisclusters.cache.redis.io
+  kubectl create namespace "$OPERATOR_NAMESPACE" --dry-run=client -o yaml | kubectl apply --server-side -f -
 }
 
 # start_operator DIR [detach]: runs the operator as a local process with
@@ -63,10 +80,12 @@ install_crds() {
 start_operator() {
   local dir=$1 detach=${2:-}
   say "Starting the operator (log: $dir/logs/operator.log)"
-  # No webhooks: the API server could not reach them (no in-cluster Service),
-  # and the CRD is installed without the conversion webhook.
-  local args=(--kubeconfig "$dir/kubeconfig" --leader-elect=false --webhooks=false
-    --metrics-bind-address=0 --health-probe-bind-address=0)
+  # Webhooks on loopback, with a self-managed certificate for localhost
+  # (the name in the webhooks' url clientConfigs).
+  local args=(--kubeconfig "$dir/kubeconfig" --leader-elect=false
+    --webhook-host=localhost --webhook-bind-address="127.0.0.1:$WEBHOOK_PORT"
+    --webhook-namespace="$OPERATOR_NAMESPACE"
+    --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$PROBE_PORT")
   if [ -n "$detach" ]; then
     setsid "$BIN/redis-operator" "${args[@]}" >"$dir/logs/operator.log" 2>&1 < /dev/null &
   else
@@ -74,8 +93,47 @@ start_operator() {
   fi
   OPERATOR_PID=$!
   echo "$OPERATOR_PID" >"$dir/operator.pid"
-  sleep 1
-  kill -0 "$OPERATOR_PID" 2>/dev/null || { tail -20 "$dir/logs/operator.log" >&2; die "the operator exited at start"; }
+  wait_operator_ready "$dir"
+}
+
+# readyz prints the HTTP status line of the operator's /readyz (bash's
+# /dev/tcp: no HTTP client needed).
+readyz() {
+  local line
+  exec 3<>"/dev/tcp/127.0.0.1/$PROBE_PORT" || return 1
+  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  IFS= read -r -t 5 line <&3 || true
+  exec 3>&- 3<&-
+  printf '%s\n' "${line%$'\r'}"
+}
+
+# wait_operator_ready DIR: waits until the operator's /readyz passes (its
+# webhook certificate issued and its CA injected into the CRD and the
+# ValidatingWebhookConfiguration), then until the API server admits a
+# RedisCluster through both webhooks (a server-side dry run of the
+# example: validation, and conversion to the stored v1beta1).
+wait_operator_ready() {
+  local dir=$1 status=
+  say "Waiting for the operator's webhooks (readiness on 127.0.0.1:$PROBE_PORT/readyz)"
+  for _ in $(seq 240); do
+    kill -0 "$OPERATOR_PID" 2>/dev/null || { tail -20 "$dir/logs/operator.log" >&2; die "the operator exited at start"; }
+    status=$(readyz 2>/dev/null) || status=
+    case $status in *" 200"*) break ;; esac
+    sleep 0.5
+  done
+  case $status in *" 200"*) ;; *)
+    tail -20 "$dir/logs/operator.log" >&2
+    die "the operator is not ready after 2 minutes (/readyz: ${status:-no answer})" ;;
+  esac
+  for _ in $(seq 60); do
+    if kubectl apply --dry-run=server -f "$EXAMPLE" >/dev/null 2>"$dir/logs/webhook-check.err"; then
+      echo "The operator is ready; the API server reaches its webhooks."
+      return 0
+    fi
+    sleep 0.5
+  done
+  cat "$dir/logs/webhook-check.err" >&2
+  die "the API server cannot reach the operator's webhooks"
 }
 
 # stop_operator DIR: SIGTERM to the operator recorded in DIR, SIGKILL after 30 s.
