@@ -361,7 +361,7 @@ func redisCtx() (context.Context, context.CancelFunc) {
 }
 
 // checkConverged checks the cluster as Redis sees it, on every pod: the
-// expected pods are running and ready; each node answers with cluster_state
+// expected pods, and no others, are running and ready; each node answers with cluster_state
 // ok, all 16384 slots assigned, every pod known and no open slot; there are
 // exactly `shards` masters, each owning slots and followed by
 // replicasPerShard replicas of its own shard; and no node ever ran CLUSTER
@@ -370,10 +370,13 @@ func redisCtx() (context.Context, context.CancelFunc) {
 func (c *cluster) checkConverged(rc *cachev1beta1.RedisCluster) map[string]string {
 	c.t.Helper()
 	shards, perShard := int(rc.Spec.Shards), 1+int(rc.Spec.ReplicasPerShard)
-	pods := c.pods()
-	if len(pods) != shards*perShard {
-		c.t.Fatalf("%d pods, want %d (%d shards × %d)", len(pods), shards*perShard, shards, perShard)
-	}
+	// The pods of a shard removed by a scale-in go with their StatefulSet
+	// (garbage collection, then their termination grace period).
+	var pods []corev1.Pod
+	c.poll("running exactly its pods", 2*time.Minute, func() (bool, string) {
+		pods = c.pods()
+		return len(pods) == shards*perShard, fmt.Sprintf("%d pods, want %d (%d shards × %d)", len(pods), shards*perShard, shards, perShard)
+	})
 	pw := c.password()
 	ids := map[string]string{}
 	podByIP := map[string]string{}
