@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -192,11 +193,12 @@ func TestNoOpReconcileMakesNoWrites(t *testing.T) {
 	reconcileUntilQuiet(t, rc)
 	for i := 0; i < 3; i++ {
 		mark := writes.mark()
+		before := getCluster(t, rc)
 		if _, err := reconciler.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
 			t.Fatal(err)
 		}
 		if w := writes.in(ns, mark); len(w) > 0 {
-			t.Fatalf("pass %d of a settled cluster wrote: %v", i, w)
+			t.Fatalf("pass %d of a settled cluster wrote: %v\nstatus change:\n%s", i, w, cmp.Diff(before.Status, getCluster(t, rc).Status))
 		}
 	}
 }
