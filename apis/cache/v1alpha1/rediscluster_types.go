@@ -54,7 +54,7 @@ type RedisClusterStatus struct {
 // v1beta1, which can express shards, replicas per shard, auth and placement.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=rc,categories=redis
+// +kubebuilder:resource:shortName=rc;rcl,categories=redis
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`

@@ -487,7 +487,7 @@ type MigrationStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
-// +kubebuilder:resource:shortName=rc,categories=redis
+// +kubebuilder:resource:shortName=rc;rcl,categories=redis
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.shards,statuspath=.status.currentShards,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.spec.shards`
