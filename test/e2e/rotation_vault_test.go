@@ -1,0 +1,332 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/vault/api"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// Names of the Vault side of TestRotationVault.
+const (
+	vaultAudience   = "vault"          // the role's audience and spec.auth.vault.audience
+	vaultReviewerSA = "vault-reviewer" // bound to system:auth-delegator; its token reviews logins
+	vaultLoginSA    = "redis-vault"    // spec.auth.vault.serviceAccountName
+	vaultRole       = "redis-rotation"
+	vaultPolicy     = "redis-read"
+)
+
+// TestRotationVault (label rotation): the password comes from Vault KV v2
+// and the operator logs in with the Kubernetes auth method. The Vault is
+// test/vaultserver: Vault's own KV v2 and Kubernetes auth backends behind
+// Vault's HTTP API, run as a process; its Kubernetes auth backend sends the
+// operator's service-account token (TokenRequest API, audience "vault") to
+// the local plane's TokenReview API. A 3×1 cluster starts on KV version 1;
+// versions 2 and 3 are written under writes and the operator, polling every
+// refreshInterval, rotates to each: status names the version, the rotation
+// step clears, a client following the operator's Secret sees no failed
+// authentication, replication stays up, no pod restarts, and no password
+// shows in status, events or the operator's log. Then Vault stops:
+// CredentialsReady=False/VaultUnreachable and Redis keeps serving with the
+// last password.
+func TestRotationVault(t *testing.T) {
+	scenario(t, "rotation/vault-kv-twice-then-vault-down")
+	const name = "rotation-vault"
+	ctx := context.Background()
+	ns := "e2e-" + name
+	if err := ensureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	vault, stopVault := startVault(t)
+	reviewerJWT := vaultReviewer(t, ns)
+	createServiceAccount(t, ns, vaultLoginSA)
+
+	// Kubernetes auth reviews tokens with the plane's apiserver.
+	vaultWrite(t, vault, "auth/kubernetes/config", map[string]any{
+		"kubernetes_host":      env.cfg.Host,
+		"kubernetes_ca_cert":   string(env.cfg.CAData),
+		"token_reviewer_jwt":   reviewerJWT,
+		"disable_local_ca_jwt": true,
+	})
+	if err := vault.Sys().PutPolicy(vaultPolicy, `path "secret/data/redis/*" { capabilities = ["read"] }`); err != nil {
+		t.Fatalf("writing policy %s: %v", vaultPolicy, err)
+	}
+	vaultWrite(t, vault, "auth/kubernetes/role/"+vaultRole, map[string]any{
+		"bound_service_account_names":      vaultLoginSA,
+		"bound_service_account_namespaces": ns,
+		"audience":                         vaultAudience,
+		"token_policies":                   vaultPolicy,
+		"token_ttl":                        "1h",
+	})
+
+	passwords := []string{"vrot0-" + randomToken(), "vrot1-" + randomToken(), "vrot2-" + randomToken()}
+	kvPath := "redis/" + name
+	putVersion := func(pw string) int {
+		t.Helper()
+		s, err := vault.KVv2("secret").Put(ctx, kvPath, map[string]any{"password": pw})
+		if err != nil {
+			t.Fatalf("writing secret/%s: %v", kvPath, err)
+		}
+		return s.VersionMetadata.Version
+	}
+	if v := putVersion(passwords[0]); v != 1 {
+		t.Fatalf("first KV version is %d", v)
+	}
+
+	c := newCluster(t, name, func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Auth = &cachev1beta1.AuthSpec{
+			RotationGracePeriod: &metav1.Duration{Duration: rotationGrace},
+			Vault: &cachev1beta1.VaultSource{
+				Address:            vault.Address(),
+				Mount:              "secret",
+				Path:               kvPath,
+				Key:                "password",
+				Role:               vaultRole,
+				AuthMount:          "kubernetes",
+				Audience:           vaultAudience,
+				ServiceAccountName: vaultLoginSA,
+				RefreshInterval:    &metav1.Duration{Duration: 10 * time.Second},
+			},
+		}
+	})
+	rc := c.waitReady(5 * time.Minute)
+	checkVaultCredentials(t, rc, 1)
+	if c.password() != passwords[0] {
+		t.Fatal("the operator's Secret does not hold KV version 1")
+	}
+	pods := map[string]podRun{}
+	for _, p := range c.pods() {
+		pods[p.Name] = runOf(p)
+	}
+	fw := startFollowingWriter(t, c)
+	fw.waitWrites(50, time.Minute)
+
+	for round := 1; round <= 2; round++ {
+		old, next := passwords[round-1], passwords[round]
+		version := putVersion(next)
+		if version != round+1 {
+			t.Fatalf("round %d: KV version %d, want %d", round, version, round+1)
+		}
+
+		// Found by the operator's poll (no refresh annotation).
+		c.poll(fmt.Sprintf("round %d: Secret switched", round), 2*time.Minute, func() (bool, string) {
+			return c.password() == next, "the operator's Secret still holds the old password"
+		})
+		for _, p := range c.pods() {
+			for _, pw := range []string{next, old} {
+				if err := pingWith(p.Status.PodIP, pw); err != nil {
+					t.Fatalf("round %d: %s in the grace period refuses a password: %v", round, p.Name, err)
+				}
+			}
+		}
+		wantVersion := fmt.Sprintf("#v%d", version)
+		c.poll(fmt.Sprintf("round %d: rotation to KV version %d finished", round, version), 3*time.Minute, func() (bool, string) {
+			cr := c.get().Status.Credentials
+			return cr != nil && cr.RotationStep == "" && strings.HasSuffix(cr.Version, wantVersion) && cr.LastRotationTime != nil,
+				fmt.Sprintf("credentials %+v", cr)
+		})
+		for _, p := range c.pods() {
+			if err := pingWith(p.Status.PodIP, next); err != nil {
+				t.Fatalf("round %d: %s refuses the new password: %v", round, p.Name, err)
+			}
+			if err := pingWith(p.Status.PodIP, old); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+				t.Fatalf("round %d: %s after the grace period, old password: %v", round, p.Name, err)
+			}
+		}
+		rc = c.waitReady(2 * time.Minute)
+		checkVaultCredentials(t, rc, version)
+		c.checkConverged(rc)
+		checkLinksUp(t, c, next)
+	}
+
+	for _, p := range c.pods() {
+		if was, ok := pods[p.Name]; !ok || was != runOf(p) {
+			t.Fatalf("pod %s restarted during the rotations (%+v, now %+v)", p.Name, was, runOf(p))
+		}
+	}
+	res := fw.stop()
+	if res.authFailures != 0 || res.writes == 0 {
+		t.Fatalf("client following the Secret: %d writes, %d failed authentications (%s)", res.writes, res.authFailures, res.lastAuthErr)
+	}
+	t.Logf("client following the Secret: %d writes, 0 failed authentications, %d other errors", res.writes, res.otherFailures)
+
+	// Vault goes away: the last good password keeps serving.
+	stopVault()
+	c.poll("CredentialsReady=False/VaultUnreachable", 2*time.Minute, func() (bool, string) {
+		cond := meta.FindStatusCondition(c.get().Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == cachev1beta1.RedisClusterVaultUnreachableReason, fmt.Sprintf("%+v", cond)
+	})
+	live := passwords[2]
+	for _, p := range c.pods() {
+		if err := pingWith(p.Status.PodIP, live); err != nil {
+			t.Fatalf("%s with the last good password while Vault is down: %v", p.Name, err)
+		}
+	}
+	if c.password() != live {
+		t.Fatal("the operator's Secret changed while Vault is down")
+	}
+	for _, p := range c.pods() {
+		if was := pods[p.Name]; was != runOf(p) {
+			t.Fatalf("pod %s restarted while Vault is down (%+v, now %+v)", p.Name, was, runOf(p))
+		}
+	}
+
+	// No password in status, events or the operator's log.
+	status, err := objectYAML(c.get())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logText, err := os.ReadFile(env.opLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := append(passwords, reviewerJWT, vault.Token())
+	for i, s := range secrets {
+		if strings.Contains(string(status), s) {
+			t.Fatalf("the RedisCluster shows secret #%d", i)
+		}
+		if strings.Contains(string(logText), s) {
+			t.Fatalf("the operator's log shows secret #%d", i)
+		}
+		for _, e := range c.events() {
+			if strings.Contains(e.Message, s) {
+				t.Fatalf("event %s shows secret #%d", e.Reason, i)
+			}
+		}
+	}
+	if !strings.Contains(string(logText), "Password rotation finished") {
+		t.Fatal("the operator's log has no rotation line: was the right log searched?")
+	}
+}
+
+// checkVaultCredentials checks that rc reads its password from Vault,
+// KV version version, with CredentialsReady=True and no rotation under way.
+func checkVaultCredentials(t *testing.T, rc *cachev1beta1.RedisCluster, version int) {
+	t.Helper()
+	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)
+	if cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Fatalf("CredentialsReady: %+v", cond)
+	}
+	cr := rc.Status.Credentials
+	if cr == nil || cr.Source != "Vault" || !strings.HasSuffix(cr.Version, fmt.Sprintf("#v%d", version)) || cr.RotationStep != "" {
+		t.Fatalf("status.credentials %+v, want source Vault at KV version %d with no rotation step", cr, version)
+	}
+}
+
+// startVault builds test/vaultserver's command into bin/ (unless
+// E2E_REUSE_BIN=1 and it is there) and runs it on a free port of
+// 127.0.0.1, its output in the plane's log directory. It returns a root
+// client and a function that stops the server (also run when t ends).
+func startVault(t *testing.T) (*api.Client, func()) {
+	t.Helper()
+	bin := filepath.Join(env.binDir, "vaultserver")
+	if _, err := os.Stat(bin); err != nil || os.Getenv("E2E_REUSE_BIN") != "1" {
+		if err := build(env.root, "-C", filepath.Join(env.root, "test", "vaultserver"), "build", "-o", bin, "./cmd/vaultserver"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logPath := filepath.Join(env.stateDir, "logs", "vaultserver.log")
+	// A fresh log: the address and root token are read from it.
+	if err := os.Remove(logPath); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	p, err := startProcess(logPath, bin, "--listen", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { p.stop(10 * time.Second) }
+	t.Cleanup(stop)
+
+	var addr, token string
+	deadline := time.Now().Add(time.Minute)
+	for addr == "" || token == "" {
+		if p.exited() || time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("vaultserver printed no address and root token (exited %v: %v):\n%s", p.exited(), p.err, tail(b, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+		f, err := os.Open(logPath)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VAULT_ADDR="); ok {
+				addr = v
+			}
+			if v, ok := strings.CutPrefix(sc.Text(), "VAULT_TOKEN="); ok {
+				token = v
+			}
+		}
+		_ = f.Close()
+	}
+	cfg := api.DefaultConfig()
+	cfg.Address = addr
+	cfg.MaxRetries = 0
+	cl, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.SetToken(token)
+	if _, err := cl.Sys().Health(); err != nil {
+		t.Fatalf("vaultserver health: %v", err)
+	}
+	return cl, stop
+}
+
+// vaultReviewer creates the service account whose token the Kubernetes
+// auth backend presents to the TokenReview API, bound to
+// system:auth-delegator, and returns a token of it (apiserver audience).
+func vaultReviewer(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	createServiceAccount(t, ns, vaultReviewerSA)
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: vaultReviewerSA + "-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: vaultReviewerSA}},
+	}
+	if err := env.k8s.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("binding %s to system:auth-delegator: %v", vaultReviewerSA, err)
+	}
+	t.Cleanup(func() { _ = env.k8s.Delete(context.Background(), crb) })
+	expiry := int64(3600)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vaultReviewerSA}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}
+	if err := env.k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("token for %s: %v", vaultReviewerSA, err)
+	}
+	return tr.Status.Token
+}
+
+func createServiceAccount(t *testing.T, ns, name string) {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := env.k8s.Create(context.Background(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating service account %s/%s: %v", ns, name, err)
+	}
+	t.Cleanup(func() { _ = env.k8s.Delete(context.Background(), sa) })
+}
+
+func vaultWrite(t *testing.T, cl *api.Client, path string, data map[string]any) {
+	t.Helper()
+	if _, err := cl.Logical().Write(path, data); err != nil {
+		t.Fatalf("vault write %s: %v", path, err)
+	}
+}
