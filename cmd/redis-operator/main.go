@@ -27,6 +27,7 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
 
@@ -34,6 +35,11 @@ import (
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 func main() {
+	// `redis-operator manifests --overlay NAME` prints the install manifests
+	// embedded at build time (kustomize/), rendered with kustomize's library.
+	if len(os.Args) > 1 && os.Args[1] == "manifests" {
+		os.Exit(kustomize.RunManifests(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var (
 		metricsAddr, probeAddr  string
 		leaderElect             bool
