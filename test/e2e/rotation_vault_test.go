@@ -110,6 +110,7 @@ func TestRotationVault(t *testing.T) {
 	if c.password() != passwords[0] {
 		t.Fatal("the operator's Secret does not hold KV version 1")
 	}
+	checkKubernetesLogin(t, vault, ns)
 	pods := map[string]podRun{}
 	for _, p := range c.pods() {
 		pods[p.Name] = runOf(p)
@@ -227,6 +228,36 @@ func checkVaultCredentials(t *testing.T, rc *cachev1beta1.RedisCluster, version 
 	if cr == nil || cr.Source != "Vault" || !strings.HasSuffix(cr.Version, fmt.Sprintf("#v%d", version)) || cr.RotationStep != "" {
 		t.Fatalf("status.credentials %+v, want source Vault at KV version %d with no rotation step", cr, version)
 	}
+}
+
+// checkKubernetesLogin checks, through Vault's token store, that the
+// operator holds a token issued by auth/kubernetes/login for the login
+// service account of ns under vaultRole, with the read policy: the
+// password was read through the Kubernetes auth method.
+func checkKubernetesLogin(t *testing.T, vault *api.Client, ns string) {
+	t.Helper()
+	list, err := vault.Logical().List("auth/token/accessors")
+	if err != nil || list == nil {
+		t.Fatalf("listing Vault token accessors: %v", err)
+	}
+	keys, _ := list.Data["keys"].([]any)
+	var seen []string
+	for _, k := range keys {
+		acc, _ := k.(string)
+		info, err := vault.Logical().Write("auth/token/lookup-accessor", map[string]any{"accessor": acc})
+		if err != nil || info == nil {
+			continue // revoked or expired in between
+		}
+		meta, _ := info.Data["meta"].(map[string]any)
+		seen = append(seen, fmt.Sprintf("%v %v %v", info.Data["path"], meta, info.Data["policies"]))
+		policies := fmt.Sprint(info.Data["policies"])
+		if info.Data["path"] == "auth/kubernetes/login" && meta["role"] == vaultRole &&
+			meta["service_account_name"] == vaultLoginSA && meta["service_account_namespace"] == ns &&
+			strings.Contains(policies, vaultPolicy) {
+			return
+		}
+	}
+	t.Fatalf("no Vault token from auth/kubernetes/login for %s/%s as role %s; tokens: %v", ns, vaultLoginSA, vaultRole, seen)
 }
 
 // startVault builds test/vaultserver's command into bin/ (unless
