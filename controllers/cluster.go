@@ -59,6 +59,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		return ctrl.Result{}, false, nil
 	}
 
+	r.announceWork(ctx, s, eng, ready, desired)
 	tctx, cancel := context.WithTimeout(ctx, r.TopologyTimeout)
 	defer cancel()
 	prog := &progressReporter{r: r, s: s, ctx: ctx}
@@ -91,6 +92,45 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
 		return ctrl.Result{}, true, s.obs.ReconcileErr
 	}
+}
+
+// announceWork writes the status before an engine run that forms the
+// cluster or changes its shard count, so that status says Bootstrapping or
+// Scaling while the run meets nodes and moves slots, rather than what the
+// last pass saw (typically PodsPending) until the run ends, which for a
+// scale-out can take minutes. It observes Redis once and writes only when
+// that observation says bootstrapping or scaling; a settled cluster is
+// neither observed twice nor written. Failures are left to the run.
+func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng *topology.Engine, ready []topology.Endpoint, desired topology.Desired) {
+	if !shardCountChanging(s.rc, &s.obs) {
+		return
+	}
+	octx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
+	view, err := eng.Observe(octx, ready)
+	cancel()
+	if err != nil {
+		return
+	}
+	s.obs.Topology = summarize(view, desired, nil)
+	switch reason, _ := progressReason(&s.obs); reason {
+	case cachev1beta1.RedisClusterBootstrappingReason, cachev1beta1.RedisClusterScalingReason:
+	default:
+		return
+	}
+	if err := r.writeStatus(ctx, s, nil, false); err != nil {
+		s.log.Info("Cannot write the status before the topology work", "error", err.Error())
+		return
+	}
+	// The events are out and the written status is the new base.
+	s.events = nil
+	s.original = s.rc.DeepCopy()
+}
+
+// shardCountChanging reports whether the last status counted a different
+// number of shards owning slots than spec asks for (none before the
+// cluster is formed), or shards are leaving.
+func shardCountChanging(rc *cachev1beta1.RedisCluster, o *observation) bool {
+	return rc.Status.CurrentShards != rc.Spec.Shards || len(o.Leaving) > 0
 }
 
 // progressReporter turns the engine's progress callbacks into

@@ -251,8 +251,15 @@ func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev
 // events for transitions, updates the metrics, and writes the status
 // subresource only when it changed (a merge patch, so it never conflicts).
 func (r *RedisClusterReconciler) updateStatus(ctx context.Context, s *scope, passErr error) error {
+	return r.writeStatus(ctx, s, passErr, true)
+}
+
+// writeStatus is updateStatus; final is false for an interim write in the
+// middle of a pass (announceWork), which leaves observedGeneration alone:
+// the pass has not succeeded yet.
+func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, passErr error, final bool) error {
 	rc := s.rc
-	succeeded := passErr == nil
+	succeeded := passErr == nil && final
 	if passErr != nil && s.obs.SpecErr == nil && s.obs.ReconcileErr == nil {
 		s.obs.ReconcileErr = passErr
 	}

@@ -220,3 +220,39 @@ func TestDeletionVerdict(t *testing.T) {
 		}
 	}
 }
+
+// What announceWork writes before a scale-out's engine run: Observe saw 3
+// masters owning slots and spec asks for 8. The status says Scaling (not
+// the PodsPending of the pass before) and observedGeneration stays.
+func TestInterimStatusBeforeScaling(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 2}, Spec: cachev1beta1.RedisClusterSpec{Shards: 8}}
+	rc.Status.ObservedGeneration = 1
+	rc.Status.CurrentShards = 3
+	if !shardCountChanging(rc, &observation{}) {
+		t.Fatal("3 shards counted, 8 wanted: announceWork would not look")
+	}
+	o := healthyObservation()
+	o.DesiredShards = 8
+	o.Pods = podsObservation{Expected: 16, Ready: 16}
+	o.Topology.EngineRan, o.Topology.Converged = false, false
+	applyObservation(rc, &o, time.Now(), false)
+	if rc.Status.Phase != cachev1beta1.PhaseScaling {
+		t.Errorf("phase %s, want Scaling", rc.Status.Phase)
+	}
+	if c := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterProgressingCondition); c == nil ||
+		c.Status != metav1.ConditionTrue || c.Reason != cachev1beta1.RedisClusterScalingReason {
+		t.Errorf("Progressing %+v, want True/Scaling", c)
+	}
+	if rc.Status.ObservedGeneration != 1 {
+		t.Errorf("observedGeneration %d moved in an interim write", rc.Status.ObservedGeneration)
+	}
+
+	settled := &cachev1beta1.RedisCluster{Spec: cachev1beta1.RedisClusterSpec{Shards: 3}}
+	settled.Status.CurrentShards = 3
+	if shardCountChanging(settled, &observation{}) {
+		t.Error("a settled cluster would be observed twice per pass")
+	}
+	if !shardCountChanging(settled, &observation{Leaving: []string{"c-shard-3"}}) {
+		t.Error("a leaving shard is scaling")
+	}
+}
