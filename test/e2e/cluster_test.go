@@ -665,7 +665,7 @@ func (c *cluster) destroy() {
 	_ = env.k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(c.ns), client.MatchingLabels{resources.LabelCluster: c.name})
 }
 
-// waitGone polls until no pod of the cluster is left.
+// waitPodsGone polls until no pod of the cluster is left.
 func (c *cluster) waitPodsGone(timeout time.Duration) {
 	c.t.Helper()
 	c.poll("without pods", timeout, func() (bool, string) {
@@ -782,4 +782,20 @@ func (o *statusObserver) since(t time.Time) []observed {
 		}
 	}
 	return out
+}
+
+// phasesSince lists the phases (with the Progressing reason) observed from
+// t on, each once per run of equal values, for failure messages.
+func (o *statusObserver) phasesSince(t time.Time) string {
+	var out []string
+	for _, ob := range o.since(t) {
+		p := string(ob.phase)
+		if c, ok := ob.conditions[cachev1beta1.RedisClusterProgressingCondition]; ok {
+			p += "/" + c.Reason
+		}
+		if len(out) == 0 || out[len(out)-1] != p {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, " → ")
 }

@@ -142,7 +142,7 @@ func (c *cluster) scaleTo(n int32, w *writer) {
 		}
 	}
 	if !sawScaling {
-		c.t.Errorf("scaling %d→%d: phase Scaling was never reported", from, n)
+		c.t.Errorf("scaling %d→%d: phase Scaling was never reported (seen: %s)", from, n, c.obs.phasesSince(start))
 	}
 	ids := c.checkConverged(rc)
 	c.checkStatusShards(rc, ids)
