@@ -114,7 +114,7 @@ func (c *cluster) loseMaster(shard int, lose func(pod, ip string), hung bool) {
 	rc = c.waitReady(5 * time.Minute)
 	ready := time.Now()
 	w.waitWrites(200, time.Minute)
-	r := w.verify(cl)
+	r := w.verify(c.clusterClient())
 
 	ids := c.checkConverged(rc)
 	c.checkStatusShards(rc, ids)

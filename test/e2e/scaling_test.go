@@ -33,7 +33,7 @@ func TestScaling(t *testing.T) {
 		w.waitWrites(200, time.Minute)
 		c.scaleTo(5, w)
 		c.scaleTo(3, w)
-		r := w.verify(cl)
+		r := w.verify(c.clusterClient())
 		t.Logf("scale out and in: %s", r)
 	})
 
@@ -47,7 +47,7 @@ func TestScaling(t *testing.T) {
 		w.waitWrites(200, time.Minute)
 		c.scaleTo(8, w)
 		c.scaleTo(5, w)
-		r := w.verify(cl)
+		r := w.verify(c.clusterClient())
 		t.Logf("3→8→5: %s", r)
 
 		// Each scale step ran once: every new shard's StatefulSet was
@@ -119,7 +119,7 @@ func TestScaling(t *testing.T) {
 		ids := c.checkConverged(rc)
 		c.checkStatusShards(rc, ids)
 		w.waitWrites(100, time.Minute)
-		r := w.verify(cl)
+		r := w.verify(c.clusterClient())
 		t.Logf("scale-in with a killed destination: %s", r)
 	})
 }

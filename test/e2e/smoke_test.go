@@ -69,7 +69,7 @@ func TestSmoke(t *testing.T) {
 		cl := c.clusterClient()
 		w := startWriter(t, cl, "smoke", writerOptions{Max: 3000, Interval: time.Millisecond})
 		w.waitDone(2 * time.Minute)
-		r := w.verify(cl)
+		r := w.verify(c.clusterClient())
 		if len(r.Failed) > 0 {
 			t.Fatalf("writes failed on a healthy cluster: %s", r)
 		}

@@ -81,7 +81,7 @@ func (c *cluster) rollingUpdate(t *testing.T, prefix string, mutate func(*cachev
 	ready := time.Now()
 	w.waitWrites(200, time.Minute)
 	deletions, tooMany := sampler.result()
-	r := w.verify(cl)
+	r := w.verify(c.clusterClient())
 	ids := c.checkConverged(rc)
 	c.checkStatusShards(rc, ids)
 
