@@ -50,37 +50,51 @@ func TestScaling(t *testing.T) {
 		r := w.verify(c.clusterClient())
 		t.Logf("3→8→5: %s", r)
 
-		// Each scale step ran once: every new shard's StatefulSet was
-		// created once, every removed shard was removed once, and no
-		// shard that stays was ever removed.
-		created, removed := map[string]int{}, map[string]int{}
-		for _, e := range c.events() {
-			switch e.Reason {
-			case "ShardCreated":
-				for _, name := range strings.Split(strings.TrimPrefix(e.Message, "Created StatefulSets "), ", ") {
-					created[name] += eventCount(e)
+		c.checkScaleEvents(8, 5)
+	})
+
+	// R7 again, the second step while the first still moves slots.
+	t.Run("3-8-5-mid-flight", func(t *testing.T) {
+		scenario(t, "scaling/3-8-5-mid-flight")
+		c := newCluster(t, "scale-mid-flight", nil)
+		c.waitReady(5 * time.Minute)
+		cl := c.clusterClient()
+		w := startWriter(t, cl, "r7m", writerOptions{})
+		w.waitWrites(200, time.Minute)
+		start := time.Now()
+		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Shards = 8 })
+		// As soon as a new shard owns a slot (Redis's own view), change
+		// the target again: the move to 8 is under way.
+		anchor := c.nodeClient(c.pod(masterOf(c.get(), 0)).Status.PodIP, c.password())
+		c.poll("moving slots to the new shards", 5*time.Minute, func() (bool, string) {
+			newIPs := map[string]bool{}
+			for _, p := range c.pods() {
+				if shardOf(c.name, p.Name) >= 3 && p.Status.PodIP != "" {
+					newIPs[p.Status.PodIP] = true
 				}
-			case "ShardRemoved":
-				if m := shardRemovedRE.FindStringSubmatch(e.Message); m != nil {
-					removed[m[1]] += eventCount(e)
-				} else {
-					t.Errorf("ShardRemoved event with an unexpected message: %q", e.Message)
+			}
+			ctx, cancel := redisCtx()
+			out, err := anchor.ClusterNodes(ctx).Result()
+			cancel()
+			if err != nil {
+				return false, err.Error()
+			}
+			moved := 0
+			for _, n := range parseNodes(out) {
+				if newIPs[n.IP()] {
+					moved += n.Slots
 				}
 			}
-		}
-		for i := 0; i < 8; i++ {
-			name := resources.StatefulSetName(c.name, i)
-			if created[name] != 1 {
-				t.Errorf("StatefulSet %s was created %d times, want once (events: %v)", name, created[name], created)
-			}
-			wantRemoved := 0
-			if i >= 5 {
-				wantRemoved = 1
-			}
-			if removed[name] != wantRemoved {
-				t.Errorf("shard %s was removed %d times, want %d (events: %v)", name, removed[name], wantRemoved, removed)
-			}
-		}
+			return moved > 0, fmt.Sprintf("new shards own %d slots; %s", moved, statusSummary(c.get()))
+		})
+		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Shards = 5 })
+		rc := c.waitReady(10 * time.Minute)
+		ids := c.checkConverged(rc)
+		c.checkStatusShards(rc, ids)
+		t.Logf("3→8→5 mid-flight in %.0fs", time.Since(start).Seconds())
+		w.waitWrites(100, time.Minute)
+		w.verify(c.clusterClient())
+		c.checkScaleEvents(8, 5)
 	})
 
 	// R9: during a scale-in, the master receiving slots is killed
@@ -125,6 +139,42 @@ func TestScaling(t *testing.T) {
 }
 
 var shardRemovedRE = regexp.MustCompile(`^Shard (\S+) owns no slots`)
+
+// checkScaleEvents checks from the events that each scale step ran once:
+// the StatefulSet of each of the first `most` shards was created once,
+// each shard from `final` on was removed once, and no shard that stays
+// was ever removed.
+func (c *cluster) checkScaleEvents(most, final int) {
+	c.t.Helper()
+	created, removed := map[string]int{}, map[string]int{}
+	for _, e := range c.events() {
+		switch e.Reason {
+		case "ShardCreated":
+			for _, name := range strings.Split(strings.TrimPrefix(e.Message, "Created StatefulSets "), ", ") {
+				created[name] += eventCount(e)
+			}
+		case "ShardRemoved":
+			if m := shardRemovedRE.FindStringSubmatch(e.Message); m != nil {
+				removed[m[1]] += eventCount(e)
+			} else {
+				c.t.Errorf("ShardRemoved event with an unexpected message: %q", e.Message)
+			}
+		}
+	}
+	for i := 0; i < most; i++ {
+		name := resources.StatefulSetName(c.name, i)
+		if created[name] != 1 {
+			c.t.Errorf("StatefulSet %s was created %d times, want once (events: %v)", name, created[name], created)
+		}
+		wantRemoved := 0
+		if i >= final {
+			wantRemoved = 1
+		}
+		if removed[name] != wantRemoved {
+			c.t.Errorf("shard %s was removed %d times, want %d (events: %v)", name, removed[name], wantRemoved, removed)
+		}
+	}
+}
 
 // scaleTo sets spec.shards to n, waits for the Scaling phase and then for
 // Ready, and checks the cluster and its status. The writer must make
