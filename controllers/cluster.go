@@ -179,7 +179,14 @@ func (p *progressReporter) writeMigration() {
 	defer cancel()
 	if err := p.r.Client.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
 		p.s.log.Info("Cannot write migration progress", "error", err.Error())
+		return
 	}
+	// The written progress is part of the pass's base now: the final status
+	// write is guarded by this resourceVersion and diffs against this value.
+	// (The engine calls report one at a time, while the pass waits for it.)
+	rc.ResourceVersion = patched.ResourceVersion
+	p.s.original.ResourceVersion = patched.ResourceVersion
+	p.s.original.Status.Migration = patched.Status.Migration.DeepCopy()
 }
 
 // flushEvents records one event for the engine call's actions (none when

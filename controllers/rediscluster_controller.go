@@ -249,7 +249,8 @@ func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev
 
 // updateStatus computes the status from the pass's observation, emits
 // events for transitions, updates the metrics, and writes the status
-// subresource only when it changed (a merge patch, so it never conflicts).
+// subresource only when it changed (a merge patch guarded by the
+// resourceVersion; events follow only a write that succeeded).
 func (r *RedisClusterReconciler) updateStatus(ctx context.Context, s *scope, passErr error) error {
 	return r.writeStatus(ctx, s, passErr, true)
 }
@@ -267,18 +268,23 @@ func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, pass
 	health := r.computeHealth(ctx, s)
 	rc.Status.Health = &health
 	r.metrics.observe(rc, s.obs.Topology)
-	r.emitTransitionEvents(s)
 
 	if equality.Semantic.DeepEqual(s.original.Status, rc.Status) {
+		r.emitTransitionEvents(s)
 		return nil
 	}
+	// The patch carries the resourceVersion the pass started from: a pass
+	// that worked from a stale cached object conflicts instead of writing,
+	// and its transition events (computed against that stale status) are
+	// not emitted twice; the conflict requeues the object.
 	s.log.V(1).Info("Writing status", "phase", rc.Status.Phase)
-	if err := r.Client.Status().Patch(ctx, rc, client.MergeFrom(s.original)); err != nil {
+	if err := r.Client.Status().Patch(ctx, rc, client.MergeFromWithOptions(s.original, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("writing status: %w", err)
 	}
+	r.emitTransitionEvents(s)
 	return nil
 }
 
