@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,11 +65,17 @@ func newCluster(name string) *cachev1beta1.RedisCluster {
 	}
 }
 
-// TestSchemaDefaults: an almost empty spec gets every documented default
+// TestSchemaDefaults: an empty spec gets every documented default
 // from the schema, so Git and the live object differ only by them.
 func TestSchemaDefaults(t *testing.T) {
 	ctx := context.Background()
-	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: "default"}}
+	// As from a YAML manifest: fields left out, not sent as zero values.
+	rc := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": cachev1beta1.GroupVersion.String(),
+		"kind":       "RedisCluster",
+		"metadata":   map[string]interface{}{"name": "defaults", "namespace": "default"},
+		"spec":       map[string]interface{}{},
+	}}
 	if err := k8s.Create(ctx, rc); err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +197,40 @@ func assertInvalid(t *testing.T, err error, field, msg string) {
 	}
 	if !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), msg) {
 		t.Fatalf("error %q does not name %s with %q", err, field, msg)
+	}
+}
+
+// TestNameLength: a name whose StatefulSets or pods could not exist is
+// rejected at admission (found by a tester: a 48-character name sat Pending
+// forever).
+func TestNameLength(t *testing.T) {
+	ctx := context.Background()
+	rc := newCluster(strings.Repeat("a", 43))
+	assertInvalid(t, k8s.Create(ctx, rc), "metadata.name", "at most 42 characters")
+	if err := k8s.Create(ctx, newCluster(strings.Repeat("b", 42))); err != nil {
+		t.Fatalf("a 42-character name was rejected: %v", err)
+	}
+}
+
+// TestZeroReplicasPerShardKept: replicasPerShard 0 is stored as 0, not
+// replaced by the schema default of 1, also after a full-object update such
+// as the controller's finalizer update.
+func TestZeroReplicasPerShardKept(t *testing.T) {
+	ctx := context.Background()
+	rc := newCluster("zero-replicas")
+	rc.Spec.ReplicasPerShard = 0
+	if err := k8s.Create(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Finalizers = append(rc.Finalizers, cachev1beta1.Finalizer)
+	if err := k8s.Update(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	got := &cachev1beta1.RedisCluster{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(rc), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ReplicasPerShard != 0 {
+		t.Fatalf("replicasPerShard = %d after create and update, want 0", got.Spec.ReplicasPerShard)
 	}
 }

@@ -54,6 +54,7 @@ type RedisClusterStatus struct {
 // v1beta1, which can express shards, replicas per shard, auth and placement.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 42",message="metadata.name must be at most 42 characters: the StatefulSet <name>-shard-<n> and its pods' controller-revision-hash label must fit in 63"
 // +kubebuilder:resource:shortName=rc;rcl,categories=redis
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`

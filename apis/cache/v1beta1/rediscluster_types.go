@@ -30,7 +30,7 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:Maximum=5
 	// +kubebuilder:default=1
 	// +optional
-	ReplicasPerShard int32 `json:"replicasPerShard,omitempty"`
+	ReplicasPerShard int32 `json:"replicasPerShard"`
 
 	// Image is the Redis server container image. Changing it rolls the cluster
 	// shard by shard: replicas first, then a planned failover, then the old master.
@@ -486,6 +486,7 @@ type MigrationStatus struct {
 // sharing the 16384 hash slots, run as one StatefulSet per shard.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 42",message="metadata.name must be at most 42 characters: the StatefulSet <name>-shard-<n> and its pods' controller-revision-hash label must fit in 63"
 // +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=rc;rcl,categories=redis
 // +kubebuilder:subresource:status
