@@ -79,10 +79,15 @@ func ownedSecretName(rc *cachev1beta1.RedisCluster) string { return resources.Se
 // "password" once it exists) and whether a rotation is under way.
 //
 //   - spec.auth unset: no password (CredentialsReady=True, NoAuth).
-//   - first pass with a source: its password goes into the owned Secret.
+//   - first pass with a source (no owned Secret yet, so no pod has run):
+//     its password goes into the owned Secret.
 //   - the source holds a different password than the owned Secret: a
 //     rotation starts (see rotation.go); the pending password is kept in the
-//     owned Secret under rotationNextKey, so it survives a crash.
+//     owned Secret under rotationNextKey, so it survives a crash. An owned
+//     Secret without a password means the cluster runs without one
+//     (spec.auth was unset): setting spec.auth then turns authentication on
+//     through the same rotation, from "" to the source's password; clients
+//     without a password are refused from its first step on.
 //   - the source cannot be read: CredentialsReady=False with the reason;
 //     Redis keeps the last good password; reads are retried with a growing
 //     delay (firstRetry doubling up to the refresh interval).
@@ -120,7 +125,8 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 	if auth.Vault != nil {
 		c.Source = "Vault"
 	}
-	c.Live = st.Live != ""
+	// The owned Secret exists: the pods run with its password, even "".
+	c.Live = owned != nil
 	liveVersion := ""
 	if rc.Status.Credentials != nil {
 		liveVersion = rc.Status.Credentials.Version
@@ -156,10 +162,12 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 	s.password, s.passwordKnown = st.Live, true
 	c.Version = liveVersion
 	switch {
-	case st.Next != "" && !cred.Password.Equal(credentials.NewPassword(st.Next)):
+	case st.Live != "" && st.Next != "" && !cred.Password.Equal(credentials.NewPassword(st.Next)):
 		// The source changed again before clients got the pending password:
 		// aim at the newest one (a node keeping the earlier pending password
-		// loses it when the rotation ends).
+		// loses it when the rotation ends). Not when turning authentication
+		// on: nodes given the pending password accept no other one, so that
+		// rotation ends first and the newest password starts the next.
 		st.Next, st.PendingVersion = cred.Password.Reveal(), cred.Version
 		if err := r.applyRotationSecret(ctx, s, st); err != nil {
 			return ctrl.Result{}, true, err

@@ -1,17 +1,20 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
 // TestAuthVaultUnreachable: a Vault source that does not answer gives
@@ -69,5 +72,71 @@ func TestAuthVaultUnreachable(t *testing.T) {
 	got = getCluster(t, rc)
 	if strings.Contains(fmt.Sprintf("%+v", got.Status), token) {
 		t.Error("status shows the Vault token")
+	}
+}
+
+// TestAuthTurnedOn: setting spec.auth on a cluster created without it (its
+// owned Secret holds no password, so the pods run without one) starts a
+// rotation from no password instead of writing the password into the
+// Secret, which would give restarted pods a password the running ones
+// lack. The password stays pending (never in status) and auth.conf keeps
+// no requirepass until every node has it; envtest runs no pods, so the
+// rotation waits at its first step.
+func TestAuthTurnedOn(t *testing.T) {
+	ns := newNamespace(t)
+	const password = "turned on pw"
+	rc := newCluster(t, ns, "plain")
+	owned := &corev1.Secret{}
+	eventually(t, "owned Secret without a password", func() error {
+		return k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "plain-auth"}, owned)
+	})
+	if _, ok := owned.Data[resources.PasswordKey]; ok {
+		t.Fatal("the owned Secret of a cluster without spec.auth holds a password")
+	}
+	noAuthConf := string(owned.Data[resources.AuthConfKey])
+
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: ns}, Data: map[string][]byte{"password": []byte(password)}}
+	if err := k8s.Create(testCtx, src); err != nil {
+		t.Fatal(err)
+	}
+	got := getCluster(t, rc)
+	got.Spec.Auth = &cachev1beta1.AuthSpec{SecretRef: &cachev1beta1.SecretKeySelector{Name: src.Name}}
+	if err := k8s.Update(testCtx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "rotation from no password pending", func() error {
+		if err := k8s.Get(testCtx, client.ObjectKeyFromObject(owned), owned); err != nil {
+			return err
+		}
+		if string(owned.Data[rotationNextKey]) != password {
+			return errors.New("no pending password")
+		}
+		got = getCluster(t, rc)
+		if got.Status.Credentials == nil || got.Status.Credentials.RotationStep != rotationAddingPassword {
+			return fmt.Errorf("status.credentials %+v", got.Status.Credentials)
+		}
+		return nil
+	})
+	if _, ok := owned.Data[resources.PasswordKey]; ok {
+		t.Error("the owned Secret gives clients the password before any node has it")
+	}
+	if string(owned.Data[resources.AuthConfKey]) != noAuthConf {
+		t.Errorf("auth.conf changed before every node has the password: %q", owned.Data[resources.AuthConfKey])
+	}
+	// Later passes keep waiting at the first step: nothing is rewritten.
+	before := owned.DeepCopy()
+	reconcileUntilQuiet(t, rc)
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(owned), owned); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(before.Data, owned.Data) {
+		t.Error("a later pass changed the owned Secret's data")
+	}
+	got = getCluster(t, rc)
+	if strings.Contains(fmt.Sprintf("%+v", got.Status), password) {
+		t.Error("status shows the password")
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("credentials %+v", c)
 	}
 }

@@ -30,6 +30,16 @@ import (
 //	                     node, CONFIG REWRITE; status.credentials.version
 //	                     and lastRotationTime are set
 //
+// Turning authentication on (spec.auth set on a cluster that ran without
+// it: the owned Secret holds no password) is the same rotation from "" to
+// the new password, shortened: AddingPassword gives every node its first
+// password, which clears the default user's nopass, so clients without a
+// password are refused (NOAUTH) from that moment on — inherent in turning
+// authentication on, and why there is no grace period: there is no old
+// password to keep accepting. SettingMasterAuth follows, then
+// RemovingOldPassword's CONFIG SET requirepass and CONFIG REWRITE (the
+// password persists across a restart), and last UpdatingSecret.
+//
 // Every step is idempotent. Each pass re-applies the steps already done
 // (cheap, and it heals a node restarted mid-rotation from a config holding
 // only one of the passwords) before going on, so a crash at any point
@@ -170,6 +180,19 @@ func advanceRotation(ctx context.Context, ops passwordOps, eps []topology.Endpoi
 		if err := ops.SetMasterAuth(ctx, eps, st.Next, st.Live); err != nil {
 			return rotationOutcome{Step: rotationSettingMasterAuth}, err
 		}
+		if st.Live == "" {
+			// Turning authentication on: nothing to keep accepting, so no
+			// grace period; persist before the Secret says it is done.
+			if err := ops.RemoveOtherPasswords(ctx, eps, st.Next, st.Live); err != nil {
+				return rotationOutcome{Step: rotationRemovingOld}, err
+			}
+			final := rotationState{Live: st.Next}
+			if err := save(final); err != nil {
+				return rotationOutcome{Step: rotationUpdatingSecret}, err
+			}
+			*st = final
+			return rotationOutcome{Done: true}, nil
+		}
 		switched := rotationState{Live: st.Next, Previous: st.Live, PendingVersion: st.PendingVersion, SwitchedAt: now}
 		if err := save(switched); err != nil {
 			return rotationOutcome{Step: rotationUpdatingSecret}, err
@@ -210,6 +233,30 @@ func setRotationStep(s *scope, step string) {
 	s.rc.Status.Credentials.RotationStep = step
 }
 
+// podsCanRotate reports whether every expected pod can take part in the
+// rotation st: every one ready. Turning authentication on (st.Live is "")
+// waits only for every expected pod to exist with an address and not be
+// terminating: a node given the password fails its readiness probe (which
+// sends the owned Secret's password, none until the Secret switches), so
+// after an interrupted first step readiness would never come back. A pod
+// that does not answer fails the step, which is retried.
+func podsCanRotate(s *scope, st rotationState) bool {
+	if st.Live != "" || st.Next == "" {
+		return len(s.obs.Pods.NotReady) == 0
+	}
+	for _, sh := range s.shards {
+		if len(sh.Pods) != sh.Expected {
+			return false
+		}
+		for _, p := range sh.Pods {
+			if p.IP == "" || p.Terminating {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // reconcileRotation runs the rotation reconcileCredentials found under
 // way, once every expected pod is ready and answering: a node that cannot
 // get the new password must not be left behind. Redis keeps serving with
@@ -220,7 +267,7 @@ func (r *RedisClusterReconciler) reconcileRotation(ctx context.Context, s *scope
 		return ctrl.Result{}, false, nil
 	}
 	c := &s.obs.Creds
-	if s.rc.Spec.Paused || len(s.obs.Pods.NotReady) > 0 || s.obs.Pods.Expected == 0 {
+	if s.rc.Spec.Paused || s.obs.Pods.Expected == 0 || !podsCanRotate(s, st) {
 		return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
 	}
 	var eps []topology.Endpoint

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,6 +223,71 @@ func TestAdvanceRotation(t *testing.T) {
 		t.Fatalf("writer following the Secret: %d writes, %d failed authentications, %d other errors",
 			writes.Load(), authFailures.Load(), otherFailures.Load())
 	}
+}
+
+// TestAdvanceRotationTurnsAuthOn runs the rotation from no password (a
+// cluster created without spec.auth) against a real master and replica:
+// it ends in one call, without a grace period, with every node refusing a
+// client without a password (NOAUTH) and accepting the new one, masterauth
+// set and persisted by CONFIG REWRITE, and replication re-authenticating;
+// a crash before the Secret write is resumed.
+func TestAdvanceRotationTurnsAuthOn(t *testing.T) {
+	const newPw = "first pw \"1\""
+	master, replica, eps := rotationCluster(t, "")
+	store := &secretStore{st: rotationState{Live: "", Next: newPw, PendingVersion: "v1"}}
+	ops := func(live string) passwordOps {
+		return topology.New(topology.Options{Password: live, Logger: testr.New(t)})
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+
+	store.failNext = true
+	st := store.load()
+	out, err := advanceRotation(ctx, ops(st.Live), eps, &st, time.Hour, t0, store.save)
+	if err == nil || out.Step != rotationUpdatingSecret {
+		t.Fatalf("crash at the Secret write: %+v, %v", out, err)
+	}
+	if got := store.load(); got.Live != "" || got.Next != newPw {
+		t.Fatal("the state moved although the Secret write failed")
+	}
+
+	st = store.load()
+	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, time.Hour, t0, store.save)
+	if err != nil || !out.Done || out.Step != "" || out.Wait != 0 {
+		t.Fatalf("resumed: %+v, %v", out, err)
+	}
+	if got := store.load(); got != (rotationState{Live: newPw}) || st != got {
+		t.Fatal("the finished state is not the new password alone")
+	}
+	for _, ep := range eps {
+		if err := accepts(ep.Addr, newPw); err != nil {
+			t.Fatalf("%s refuses the new password: %v", ep.Name, err)
+		}
+		if err := accepts(ep.Addr, ""); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+			t.Fatalf("%s, a client without a password: %v", ep.Name, err)
+		}
+		cl := redis.NewClient(&redis.Options{Addr: ep.Addr, Password: newPw, Protocol: 2, DisableIdentity: true})
+		got, err := cl.ConfigGet(ctx, "masterauth").Result()
+		_ = cl.Close()
+		if err != nil || got["masterauth"] != newPw {
+			t.Fatalf("%s: masterauth not set: %v", ep.Name, err)
+		}
+	}
+	for _, n := range []*redistest.Node{master, replica} {
+		conf, err := os.ReadFile(filepath.Join(n.Dir, "redis.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(conf), "requirepass") || !strings.Contains(string(conf), "masterauth") {
+			t.Fatalf("%s: the password is not persisted in redis.conf", n.Addr())
+		}
+	}
+	mcl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: newPw, Protocol: 2, DisableIdentity: true})
+	defer mcl.Close()
+	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLinkUp(t, replica.Addr(), newPw)
 }
 
 // TestRotationSecret: the owned Secret carries the pending or previous

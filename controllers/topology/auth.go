@@ -23,7 +23,12 @@ import (
 // crashed half-way simply calls it again. Because nodes may hold different passwords while a
 // rotation is interrupted (a node restarted from a config with only the old or only the new
 // one), each operation logs in with the first password a node accepts among Options.Password,
-// the operation's own password and the extra login candidates. Passwords are never logged and
+// the operation's own password and the extra login candidates. A node without a password (its
+// default user is "nopass") accepts any of them: the client logs in with HELLO ... AUTH default
+// <password>, which a nopass user accepts whatever the password (Redis 7.0 acl.c,
+// ACLCheckUserCredentials; only the one-argument AUTH <password> is refused there, with "AUTH
+// <password> called without any password configured"), so turning authentication on needs no
+// login without AUTH, and none is ever tried. Passwords are never logged and
 // are replaced by "***" in returned errors. An error names every failing endpoint; one that
 // accepted none of the passwords wraps ErrAuth.
 
@@ -31,6 +36,10 @@ import (
 // >password), keeping the passwords it already has, and then checks on a fresh connection
 // that each node accepts it (AUTH password, PING). After a nil error a client may use
 // password on any endpoint.
+//
+// On a node without a password the added password becomes its only one: ">password" clears
+// nopass (Redis ACL documentation, "ACL rules"), so from then on clients that send no password
+// are refused with NOAUTH. That is what turning authentication on means; no rule accepts both.
 func (e *Engine) AddPassword(ctx context.Context, eps []Endpoint, password string, login ...string) error {
 	if password == "" {
 		return fmt.Errorf("%w: empty password", ErrInvalidDesired)

@@ -139,3 +139,70 @@ func TestPasswordRotation(t *testing.T) {
 		t.Fatalf("empty password: %v", err)
 	}
 }
+
+// Turning authentication on: the three operations run by an engine without a password on nodes
+// without one (a nopass node accepts the login with the new password) leave every node
+// requiring the new password (a client without one gets NOAUTH), with masterauth set and
+// persisted, and replication re-authenticating. Once the nodes have a password, a wrong login
+// is refused with ErrAuth and changes nothing.
+func TestPasswordTurnedOn(t *testing.T) {
+	const newPw = "first password"
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(1, 2)
+	d := c.desired(1, all)
+	c.reconcile(d, nil)
+	master, replica := c.nodes[all[0]][0], c.nodes[all[0]][1]
+	if role := master.Do("ROLE").([]any)[0]; role != "master" {
+		master, replica = replica, master
+	}
+	eps := d.endpoints()
+	ctx := context.Background()
+	for range 2 {
+		if err := c.engine.AddPassword(ctx, eps, newPw, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.engine.SetMasterAuth(ctx, eps, newPw, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.engine.RemoveOtherPasswords(ctx, eps, newPw, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ep := range eps {
+		if err := authOK(t, ep.Addr, newPw); err != nil {
+			t.Fatalf("%s: new password refused: %v", ep.Name, err)
+		}
+		if err := authOK(t, ep.Addr, ""); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+			t.Fatalf("%s: a client without a password: %v", ep.Name, err)
+		}
+		cl := redis.NewClient(&redis.Options{Addr: ep.Addr, Password: newPw, Protocol: 2, DisableIdentity: true})
+		got, err := cl.ConfigGet(ctx, "masterauth").Result()
+		_ = cl.Close()
+		if err != nil || got["masterauth"] != newPw {
+			t.Fatalf("%s: masterauth %v", ep.Name, err)
+		}
+	}
+	for _, n := range []*redistest.Node{master, replica} {
+		conf, err := os.ReadFile(filepath.Join(n.Dir, "redis.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(conf), "requirepass") || !strings.Contains(string(conf), "masterauth") {
+			t.Fatalf("%s: redis.conf not rewritten with the password", n.Addr())
+		}
+	}
+	mcl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: newPw, Protocol: 2, DisableIdentity: true})
+	defer mcl.Close()
+	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	linkUp(t, replica.Addr(), newPw)
+
+	bad := New(Options{Password: "nope-guess"})
+	if err := bad.SetMasterAuth(ctx, eps, "other-guess"); !errors.Is(err, ErrAuth) {
+		t.Fatalf("wrong login on nodes with a password: %v", err)
+	}
+	if got, err := mcl.ConfigGet(ctx, "masterauth").Result(); err != nil || got["masterauth"] != newPw {
+		t.Fatalf("masterauth changed by a refused login: %v", err)
+	}
+}
