@@ -214,7 +214,7 @@ func TestForRedisClusterIgnoresPreviousVerdict(t *testing.T) {
 // TestForRedisClusterBoundsTheMessage: the message fits the schema's 1024
 // bytes and stays valid UTF-8 when a condition message is longer.
 func TestForRedisClusterBoundsTheMessage(t *testing.T) {
-	rc := typedFixture(t, "testdata/degraded.yaml")
+	rc := typedFixture(t, "testdata/shard-lost.yaml")
 	for i := range rc.Status.Conditions {
 		if rc.Status.Conditions[i].Type == cachev1beta1.RedisClusterDegradedCondition {
 			rc.Status.Conditions[i].Message = strings.Repeat("é", 600) // 1200 bytes
