@@ -83,7 +83,7 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	var created []string
 	defer func() {
 		if len(created) > 0 {
-			s.normal("ShardCreated", "Created StatefulSets %s", strings.Join(created, ", "))
+			s.did("ShardCreated", "Created StatefulSets %s", strings.Join(created, ", "))
 		}
 	}()
 	for i := 0; i < int(rc.Spec.Shards); i++ {

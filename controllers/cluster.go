@@ -208,7 +208,7 @@ func (p *progressReporter) flushEvents() {
 	if m := p.migration(); m != nil {
 		msg = fmt.Sprintf("%s (moved %d of %d slots, %d keys)", msg, m.SlotsMoved, m.SlotsTotal, m.KeysMoved)
 	}
-	p.s.normal("Topology", "%s", msg)
+	p.s.did("Topology", "%s", msg)
 }
 
 // maxStepsInEvent bounds the step runs one Topology event lists.
@@ -370,7 +370,7 @@ func (r *RedisClusterReconciler) removeLeftShards(ctx context.Context, s *scope)
 		}
 		delete(s.statefulSets, idx)
 		s.acted = true
-		s.normal("ShardRemoved", "Shard %s owns no slots and was forgotten by the cluster: deleted its StatefulSet and claims", name)
+		s.did("ShardRemoved", "Shard %s owns no slots and was forgotten by the cluster: deleted its StatefulSet and claims", name)
 	}
 	return ctrl.Result{}, false, nil
 }

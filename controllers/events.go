@@ -39,7 +39,18 @@ func (r *RedisClusterReconciler) emitTransitionEvents(s *scope) {
 	case n.Status != "True" && o != nil && o.Status == "True" && !announced:
 		s.normal("NotReady", "%s: %s", n.Reason, n.Message)
 	}
+	r.recordEvents(s, false)
+}
+
+// recordEvents records the pass's events, or with actionsOnly only those
+// of its actions: when the status write failed (a conflict with a newer
+// object), the transitions were computed against a stale status and the
+// next pass reports them, but the actions happened and will not again.
+func (r *RedisClusterReconciler) recordEvents(s *scope, actionsOnly bool) {
 	for _, e := range s.events {
+		if actionsOnly && !e.action {
+			continue
+		}
 		typ := corev1.EventTypeNormal
 		if e.warning {
 			typ = corev1.EventTypeWarning

@@ -57,7 +57,7 @@ func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *sco
 	actx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
 	defer cancel()
 	if err := r.engine(s.password, s.log).ApplyConfig(actx, eps, apply); err != nil {
-		s.warning("ConfigFailed", "CONFIG SET of %s failed: %v", strings.Join(keys, ", "), err)
+		s.failed("ConfigFailed", "CONFIG SET of %s failed: %v", strings.Join(keys, ", "), err)
 		if isTransient(err) {
 			return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
 		}
@@ -75,7 +75,7 @@ func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *sco
 		return ctrl.Result{}, true, fmt.Errorf("recording applied live config: %w", err)
 	}
 	if base.Annotations[liveConfigHashAnnotation] != "" {
-		s.normal("ConfigApplied", "Applied %s on %d nodes without restart", strings.Join(keys, ", "), len(eps))
+		s.did("ConfigApplied", "Applied %s on %d nodes without restart", strings.Join(keys, ", "), len(eps))
 	}
 	return ctrl.Result{}, false, nil
 }

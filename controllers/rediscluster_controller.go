@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -250,7 +251,8 @@ func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev
 // updateStatus computes the status from the pass's observation, emits
 // events for transitions, updates the metrics, and writes the status
 // subresource only when it changed (a merge patch guarded by the
-// resourceVersion; events follow only a write that succeeded).
+// resourceVersion; transition events follow only a write that succeeded,
+// the events of the pass's actions are recorded in any case).
 func (r *RedisClusterReconciler) updateStatus(ctx context.Context, s *scope, passErr error) error {
 	return r.writeStatus(ctx, s, passErr, true)
 }
@@ -276,9 +278,13 @@ func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, pass
 	// The patch carries the resourceVersion the pass started from: a pass
 	// that worked from a stale cached object conflicts instead of writing,
 	// and its transition events (computed against that stale status) are
-	// not emitted twice; the conflict requeues the object.
+	// not emitted twice; the conflict requeues the object. Its actions'
+	// events are recorded all the same.
 	s.log.V(1).Info("Writing status", "phase", rc.Status.Phase)
 	if err := r.Client.Status().Patch(ctx, rc, client.MergeFromWithOptions(s.original, client.MergeFromWithOptimisticLock{})); err != nil {
+		// The actions happened whatever the status says; record them once.
+		r.recordEvents(s, true)
+		s.events = slices.DeleteFunc(s.events, func(e event) bool { return e.action })
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -52,23 +52,23 @@ func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope,
 		pod := &corev1.Pod{}
 		pod.Namespace, pod.Name = s.rc.Namespace, action.Pod
 		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
-			s.warning("RollingUpdateFailed", "Deleting pod %s: %v", action.Pod, err)
+			s.failed("RollingUpdateFailed", "Deleting pod %s: %v", action.Pod, err)
 			return ctrl.Result{}, true, fmt.Errorf("deleting pod %s: %w", action.Pod, err)
 		}
-		s.normal("RollingUpdate", "Restarting pod %s: %s", action.Pod, action.Reason)
+		s.did("RollingUpdate", "Restarting pod %s: %s", action.Pod, action.Reason)
 	case rolloutFailover:
 		s.log.Info("Planned failover", "shard", action.Shard, "pod", action.Pod, "reason", action.Reason)
 		fctx, cancel := context.WithTimeout(ctx, r.TopologyTimeout)
 		defer cancel()
 		if err := r.engine(s.password, s.log).Failover(fctx, s.desired(), action.Shard, action.Pod); err != nil {
-			s.warning("FailoverFailed", "Failover of shard %s to %s: %v", action.Shard, action.Pod, err)
+			s.failed("FailoverFailed", "Failover of shard %s to %s: %v", action.Shard, action.Pod, err)
 			if isTransient(err) {
 				return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
 			}
 			s.obs.ReconcileErr = fmt.Errorf("failover of shard %s to %s: %w", action.Shard, action.Pod, err)
 			return ctrl.Result{}, true, s.obs.ReconcileErr
 		}
-		s.normal("Failover", "Shard %s: %s is master now (%s)", action.Shard, action.Pod, action.Reason)
+		s.did("Failover", "Shard %s: %s is master now (%s)", action.Shard, action.Pod, action.Reason)
 	}
 	s.acted = true
 	return ctrl.Result{RequeueAfter: stepRequeue}, false, nil
@@ -109,7 +109,7 @@ func (r *RedisClusterReconciler) reconcileReplicaScaleDown(ctx context.Context, 
 		if _, err := r.apply(ctx, s, desiredStatefulSet(s, sh.Index, live, true), &appsv1.StatefulSet{}); err != nil {
 			return ctrl.Result{}, true, err
 		}
-		s.normal("ReplicasRemoved", "Shard %s: %d pods to %d; master %s stays", sh.Name, ptrOr(live.Spec.Replicas, 1), want, master)
+		s.did("ReplicasRemoved", "Shard %s: %d pods to %d; master %s stays", sh.Name, ptrOr(live.Spec.Replicas, 1), want, master)
 		s.acted = true
 	}
 	return ctrl.Result{}, false, nil

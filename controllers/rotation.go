@@ -296,7 +296,7 @@ func (r *RedisClusterReconciler) reconcileRotation(ctx context.Context, s *scope
 		c.Version, c.RotationTarget = target, ""
 		s.rc.Status.Credentials.LastRotationTime = &metav1.Time{Time: s.now}
 		s.log.Info("Password rotation finished", "version", c.Version)
-		s.normal("RotationCompleted", "The password of version %s is the only one accepted on %d nodes", c.Version, len(eps))
+		s.did("RotationCompleted", "The password of version %s is the only one accepted on %d nodes", c.Version, len(eps))
 		return ctrl.Result{}, false, nil
 	}
 	return ctrl.Result{RequeueAfter: out.Wait}, false, nil

@@ -52,6 +52,11 @@ type scope struct {
 // event is one Kubernetes event to record on the RedisCluster.
 type event struct {
 	warning bool
+	// action: the pass did this (created, removed, moved, restarted, failed
+	// over, or tried and failed); it is recorded even when the status write
+	// fails, since the next pass will not do it again. Other events tell a
+	// change of status and are recorded only once that status is written.
+	action  bool
 	reason  string
 	message string
 }
@@ -94,4 +99,14 @@ func (s *scope) normal(reason, format string, a ...any) {
 
 func (s *scope) warning(reason, format string, a ...any) {
 	s.events = append(s.events, event{warning: true, reason: reason, message: fmt.Sprintf(format, a...)})
+}
+
+// did records an action of the pass (a Normal event).
+func (s *scope) did(reason, format string, a ...any) {
+	s.events = append(s.events, event{action: true, reason: reason, message: fmt.Sprintf(format, a...)})
+}
+
+// failed records an action of the pass that failed (a Warning event).
+func (s *scope) failed(reason, format string, a ...any) {
+	s.events = append(s.events, event{action: true, warning: true, reason: reason, message: fmt.Sprintf(format, a...)})
 }
