@@ -55,7 +55,13 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 			return ctrl.Result{}, false, fmt.Errorf("observing Redis: %w", err)
 		}
 		s.view = view
-		s.obs.Topology = summarize(view, desired, nil)
+		t := summarize(view, desired, nil)
+		// What the engine would do, without doing it: a paused cluster that
+		// needs nothing is converged, not "converging". (With pods not
+		// ready the planner reports them and this stays false.)
+		steps, perr := topology.Plan(view, desired)
+		t.Converged, t.Planned = len(steps) == 0 && perr == nil, true
+		s.obs.Topology = t
 		return ctrl.Result{}, false, nil
 	}
 

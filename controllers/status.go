@@ -76,6 +76,10 @@ type podsObservation struct {
 type topologyObservation struct {
 	// EngineRan: Reconcile was called (all pods ready, not paused).
 	EngineRan bool
+	// Planned: the engine's planner judged an observation instead
+	// (paused, or pods not ready), so Converged says whether Reconcile
+	// would have anything to do.
+	Planned   bool
 	Converged bool
 	Message   string
 	// EngineErr is an engine error that is expected to clear by itself
@@ -296,7 +300,7 @@ func readyCondition(rc *cachev1beta1.RedisCluster, o *observation, degraded, pro
 			reason, msg = progressing.reason, progressing.message
 		}
 		return conditionResult{metav1.ConditionFalse, reason, msg}
-	case t == nil || !t.EngineRan || !t.Converged:
+	case t == nil || !(t.EngineRan || t.Planned) || !t.Converged:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterUnknownReason, "The cluster has not been fully observed yet."}
 	default:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReadyReason,

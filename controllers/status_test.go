@@ -119,6 +119,11 @@ func TestApplyObservation(t *testing.T) {
 			want: want{"False/InvalidSpec", "False/InvalidSpec", "True/InvalidSpec", "Unknown/NotObservedYet", cachev1beta1.PhaseFailed, false},
 		},
 		{
+			name: "paused and healthy: the planner finds nothing to do", paused: true, succeeded: true,
+			mutate: func(o *observation) { o.Topology.EngineRan, o.Topology.Planned = false, true },
+			want:   want{"True/Ready", "False/Ready", "False/Ready", "True/Ready", cachev1beta1.PhaseReady, true},
+		},
+		{
 			name: "paused with work pending", paused: true, succeeded: true,
 			mutate: func(o *observation) { o.StalePods = []string{"c-shard-1-0"} },
 			want:   want{"False/Upgrading", "False/Paused", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
