@@ -76,12 +76,21 @@ func TestSmoke(t *testing.T) {
 
 		// Paused: the Paused condition says so, status stays current, and
 		// resuming brings the cluster back to Ready.
+		paused := time.Now()
 		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Paused = true })
 		c.poll("Paused", time.Minute, func() (bool, string) {
 			rc := c.get()
 			cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterPausedCondition)
 			return cond != nil && cond.Status == metav1.ConditionTrue && rc.Status.ObservedGeneration == rc.Generation, statusSummary(rc)
 		})
+		// Nothing is pending: a paused healthy cluster is still Ready, not
+		// "converging" or "scaling".
+		c.waitReady(time.Minute)
+		for _, ob := range c.obs.since(paused) {
+			if ob.phase != cachev1beta1.PhaseReady {
+				t.Fatalf("paused healthy cluster reported phase %s (seen: %s)", ob.phase, c.obs.phasesSince(paused))
+			}
+		}
 		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Paused = false })
 		c.waitReady(2 * time.Minute)
 
