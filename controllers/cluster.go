@@ -117,10 +117,15 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	if err != nil {
 		return
 	}
-	s.obs.Topology = summarize(view, desired, nil)
-	switch reason, _ := progressReason(&s.obs); reason {
-	case cachev1beta1.RedisClusterBootstrappingReason, cachev1beta1.RedisClusterScalingReason:
-	default:
+	t := summarize(view, desired, nil)
+	s.obs.Topology = t
+	// Only a cluster not formed yet or one whose shards change: a stale
+	// count (masters unreachable in the last pass) is no work ahead, and
+	// "converging" without an engine result says nothing true.
+	bootstrapping := !s.obs.formed()
+	scaling := len(s.obs.Leaving) > 0 || t.SlotsToMove || t.CurrentShards != s.obs.DesiredShards
+	if len(s.obs.StalePods) > 0 || (!bootstrapping && !scaling) {
+		s.obs.Topology = nil
 		return
 	}
 	if err := r.writeStatus(ctx, s, nil, false); err != nil {

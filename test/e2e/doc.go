@@ -12,8 +12,10 @@
 //	go test -tags e2e -v -timeout 40m -run 'TestScaling' ./test/e2e/
 //
 // Each top-level test is a label (TestSmoke, TestScaling, TestFailover,
-// TestDisruptive, TestUpgrade, TestConfig); its subtests are the scenarios,
-// each printing one line `e2e: <scenario> <seconds>s ok|FAIL`.
+// TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault);
+// its subtests are the scenarios, each printing one line
+// `e2e: <scenario> <seconds>s ok|FAIL`. Every scenario runs its own
+// RedisCluster in its own namespace (e2e-<name>).
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):
@@ -23,9 +25,11 @@
 // Environment:
 //
 //	E2E_REUSE_BIN=1        use bin/localplane and bin/redis-operator as they are
-//	E2E_FIXTURE_DIR=DIR    write RedisCluster objects at interesting moments
-//	                       (bootstrapping, ready, scaling, upgrading, degraded,
-//	                       paused) to DIR/<scenario>-<moment>.yaml
+//	E2E_FIXTURE_DIR=DIR    write each cluster's RedisCluster, as `kubectl get -o
+//	                       yaml` shows it without managedFields, the first time
+//	                       it is bootstrapping, ready, scaling, upgrading,
+//	                       degraded or paused, to DIR/<cluster>-<moment>.yaml
+//	                       (the source of health/argocd/testdata)
 //	E2E_KEEP_STATE=1       keep the plane's state directory (logs, claim data)
 //	                       after a successful run; it is always kept on failure
 //

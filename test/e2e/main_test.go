@@ -158,7 +158,9 @@ func setupSuite() (*suite, error) {
 	s.opLog = filepath.Join(logDir, "operator.log")
 	s.operator, err = startProcess(s.opLog, filepath.Join(s.binDir, "redis-operator"),
 		"--kubeconfig", kubeconfig, "--leader-elect=false", "--webhooks=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		// V(1) too: the engine's waits say why a cluster is not converging.
+		"--zap-log-level=debug")
 	if err != nil {
 		return s, err
 	}
