@@ -39,6 +39,11 @@ type Desired struct {
 	// replica gone with their data) to a fresh master. Without it the engine reports the loss
 	// and does nothing destructive.
 	AllowDataLoss bool
+	// Formed says the cluster was formed before (the controller's status recorded it). Slots
+	// that then have no owner held data: they are reported lost (ErrShardLost with DataLoss)
+	// instead of being assigned as on a new cluster, unless AllowDataLoss is set. A cluster
+	// whose every node came back empty is never re-bootstrapped silently.
+	Formed bool
 }
 
 // endpoints lists Shards then Leaving endpoints.
