@@ -54,8 +54,11 @@ modules: ## Vet and test the separate test modules (test Vault server, local con
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end suite: the operator against the local control plane with real Redis (root).
-	@mkdir -p $(BIN); rc=0; go test -tags e2e -v -count=1 -timeout 40m ./test/e2e/ > $(BIN)/e2e.log 2>&1 || rc=$$?; \
-	  grep -E '^\s*(e2e:|--- |ok|FAIL|PASS|panic)|_test\.go:[0-9]+:' $(BIN)/e2e.log || true; \
+	@mkdir -p $(BIN)
+	@bash hack/heartbeat.sh "building bin/localplane" go -C test/localplane build -o $(BIN)/localplane ./cmd/localplane
+	@bash hack/heartbeat.sh "building bin/redis-operator" go build -o $(BIN)/redis-operator ./cmd/redis-operator
+	@set +e; E2E_REUSE_BIN=1 go test -tags e2e -v -count=1 -timeout 40m ./test/e2e/ 2>&1 | tee $(BIN)/e2e.log | \
+	  grep --line-buffered -E '^\s*(e2e:|--- |ok|FAIL|PASS|panic)|_test\.go:[0-9]+:'; rc=$${PIPESTATUS[0]}; \
 	  if [ $$rc -ne 0 ]; then echo "e2e failed; the last lines of $(BIN)/e2e.log:"; tail -150 $(BIN)/e2e.log; fi; exit $$rc
 
 .PHONY: bench

@@ -55,7 +55,8 @@ build() {
   local dir="$1" line="$2" ldflags="$3" name="$4" pkg="$5"
   echo "build-tools: building bin/${name} from ${pkg} (${line% inputs=*})"
   local start=${SECONDS}
-  go -C "${dir}" build -trimpath -ldflags "${ldflags}" -o "${work}/${name}" "${pkg}"
+  bash "${root}/hack/heartbeat.sh" "building bin/${name}" \
+    go -C "${dir}" build -trimpath -ldflags "${ldflags}" -o "${work}/${name}" "${pkg}"
   mv -f "${work}/${name}" "${bin}/${name}"
   printf '%s\n' "${line}" >"${stamps}/${name}"
   echo "build-tools: built bin/${name} in $((SECONDS - start))s ($(du -h "${bin}/${name}" | cut -f1))"

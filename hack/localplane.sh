@@ -41,8 +41,8 @@ setup() {
   say "Kubernetes binaries (first time: about 6 minutes)"
   bash "$ROOT/hack/build-tools.sh"
   say "Building the local plane and the operator"
-  go -C "$ROOT/test/localplane" build -o "$BIN/localplane" ./cmd/localplane
-  go -C "$ROOT" build -o "$BIN/redis-operator" ./cmd/redis-operator
+  bash "$ROOT/hack/heartbeat.sh" "building bin/localplane" go -C "$ROOT/test/localplane" build -o "$BIN/localplane" ./cmd/localplane
+  bash "$ROOT/hack/heartbeat.sh" "building bin/redis-operator" go -C "$ROOT" build -o "$BIN/redis-operator" ./cmd/redis-operator
 }
 
 # start_plane DIR [detach]: starts `localplane up` on DIR and waits until it
