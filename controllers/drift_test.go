@@ -1,0 +1,131 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestChildrenDriftBack: hand edits to what the operator owns are reverted
+// in the next pass (the StatefulSet scaled to 0, an edited redis.conf, a
+// removed Service port), and the pass after writes nothing again.
+func TestChildrenDriftBack(t *testing.T) {
+	ns := newNamespace(t)
+	rc := newCluster(t, ns, "drift")
+	waitSettled(t, rc)
+	reconcileUntilQuiet(t, rc)
+
+	sts := &appsv1.StatefulSet{}
+	key := client.ObjectKey{Namespace: ns, Name: "drift-shard-1"}
+	if err := k8s.Get(testCtx, key, sts); err != nil {
+		t.Fatal(err)
+	}
+	sts.Spec.Replicas = ptr.To[int32](0)
+	if err := k8s.Update(testCtx, sts); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	cmKey := client.ObjectKey{Namespace: ns, Name: "drift-config"}
+	if err := k8s.Get(testCtx, cmKey, cm); err != nil {
+		t.Fatal(err)
+	}
+	conf := cm.Data["redis.conf"]
+	cm.Data["redis.conf"] = "maxmemory 1mb\n"
+	if err := k8s.Update(testCtx, cm); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	svcKey := client.ObjectKey{Namespace: ns, Name: "drift-headless"}
+	if err := k8s.Get(testCtx, svcKey, svc); err != nil {
+		t.Fatal(err)
+	}
+	ports := len(svc.Spec.Ports)
+	if ports < 2 {
+		t.Fatalf("headless Service has %d ports; the test removes one of two or more", ports)
+	}
+	svc.Spec.Ports = svc.Spec.Ports[:ports-1]
+	if err := k8s.Update(testCtx, svc); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each edit is an event on an owned object: the pass it starts
+	// reverts it.
+	eventually(t, "the edits reverted", func() error {
+		if err := k8s.Get(testCtx, key, sts); err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 2 {
+			return fmt.Errorf("StatefulSet scaled to 0 by hand has %d replicas, want 2", *sts.Spec.Replicas)
+		}
+		if err := k8s.Get(testCtx, cmKey, cm); err != nil {
+			return err
+		}
+		if cm.Data["redis.conf"] != conf {
+			return fmt.Errorf("edited redis.conf not reverted:\n%s", cm.Data["redis.conf"])
+		}
+		if err := k8s.Get(testCtx, svcKey, svc); err != nil {
+			return err
+		}
+		if len(svc.Spec.Ports) != ports {
+			return fmt.Errorf("removed Service port not restored: %d ports, want %d", len(svc.Spec.Ports), ports)
+		}
+		return nil
+	})
+
+	// Settled again: no write per pass.
+	reconcileUntilQuiet(t, rc)
+	mark := writes.mark()
+	if _, err := reconciler.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes.in(ns, mark); len(w) > 0 {
+		t.Errorf("a settled cluster wrote after the revert: %s", strings.Join(w, "; "))
+	}
+}
+
+func TestDrifted(t *testing.T) {
+	base := func() *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{{Name: "redis", Port: 6379}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		live   func(*corev1.Service)
+		drifts bool
+	}{
+		{name: "equal"},
+		{name: "API defaults and others' fields", live: func(s *corev1.Service) {
+			s.Spec.Ports[0].Protocol = corev1.ProtocolTCP
+			s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+			s.Labels = map[string]string{"team": "x"}
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "extra", Port: 1})
+		}},
+		{name: "port changed", live: func(s *corev1.Service) { s.Spec.Ports[0].Port = 7000 }, drifts: true},
+		{name: "port removed", live: func(s *corev1.Service) { s.Spec.Ports = nil }, drifts: true},
+	} {
+		live := base()
+		if tc.live != nil {
+			tc.live(live)
+		}
+		path, got, err := drifted(base(), live)
+		if err != nil || got != tc.drifts {
+			t.Errorf("%s: drifted = %v (%s), %v; want %v", tc.name, got, path, err, tc.drifts)
+		}
+	}
+	q := func(s string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(s)}}}}
+	}
+	if path, got, _ := drifted(q("1024Mi"), q("1Gi")); got {
+		t.Errorf("1024Mi and 1Gi differ at %s", path)
+	}
+	if _, got, _ := drifted(q("2Gi"), q("1Gi")); !got {
+		t.Error("2Gi and 1Gi are equal")
+	}
+}
