@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,8 +94,9 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
 	case errors.Is(err, topology.ErrShardLost):
 		// Reported through status (ShardLost); retrying cannot help until a
-		// person sets spec.lostShardPolicy, which wakes the controller.
-		return ctrl.Result{}, false, nil
+		// person sets spec.lostShardPolicy (which wakes the controller) or
+		// the nodes come back: look again, less and less often.
+		return ctrl.Result{RequeueAfter: r.lostRequeue(s)}, false, nil
 	default:
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
 		return ctrl.Result{}, true, s.obs.ReconcileErr
@@ -108,7 +111,8 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 // that observation says bootstrapping or scaling; a settled cluster is
 // neither observed twice nor written. Failures are left to the run.
 func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng *topology.Engine, ready []topology.Endpoint, desired topology.Desired) {
-	if !shardCountChanging(s.rc, &s.obs) {
+	// A lost shard is no work ahead: it waits for a person.
+	if !shardCountChanging(s.rc, &s.obs) || s.obs.LostBefore != "" {
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
@@ -119,6 +123,10 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	}
 	t := summarize(view, desired, nil)
 	s.obs.Topology = t
+	if _, perr := topology.Plan(view, desired); errors.Is(perr, topology.ErrShardLost) {
+		s.obs.Topology = nil
+		return
+	}
 	// Only a cluster not formed yet or one whose shards change: a stale
 	// count (masters unreachable in the last pass) is no work ahead, and
 	// "converging" without an engine result says nothing true.
@@ -135,6 +143,18 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	// The events are out and the written status is the new base.
 	s.events = nil
 	s.original = s.rc.DeepCopy()
+}
+
+// lostRequeue is when a pass that found a shard lost looks again: as long
+// after as the loss has lasted (the Degraded condition's age), between
+// busyRequeue and ResyncPeriod, so the wait doubles from pass to pass.
+func (r *RedisClusterReconciler) lostRequeue(s *scope) time.Duration {
+	since := s.now
+	if c := meta.FindStatusCondition(s.original.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition); c != nil &&
+		c.Reason == cachev1beta1.RedisClusterShardLostReason && c.Status == metav1.ConditionTrue {
+		since = c.LastTransitionTime.Time
+	}
+	return min(max(s.now.Sub(since), busyRequeue), max(r.ResyncPeriod, busyRequeue))
 }
 
 // shardCountChanging reports whether the last status counted a different
@@ -276,6 +296,14 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 	}
 	t.SlotsAssigned = assigned.Len()
 	t.CurrentShards = len(masters)
+	var unassigned topology.SlotSet
+	for slot := range topology.NumSlots {
+		if !assigned.Has(slot) {
+			unassigned.Add(slot)
+		}
+	}
+	t.Unassigned = unassigned.Ranges()
+	t.FailedNodes = failedNodes(view)
 
 	var shards []topology.ShardStatus
 	if res != nil {
@@ -286,6 +314,12 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 	for _, sh := range shards {
 		if len(sh.ReplicaNames) < desired.ReplicasPerShard {
 			t.ShortOfReplicas = append(t.ShortOfReplicas, sh.Name)
+			if len(sh.SlotRanges) > 0 {
+				if t.ReplicasShort == nil {
+					t.ReplicasShort = map[string]int{}
+				}
+				t.ReplicasShort[sh.Name] = desired.ReplicasPerShard - len(sh.ReplicaNames)
+			}
 		}
 		t.Shards = append(t.Shards, cachev1beta1.ShardStatus{
 			Name:         sh.Name,
@@ -318,6 +352,44 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 		}
 	}
 	return t
+}
+
+// failedNodes names the nodes that some reachable node flags fail (the
+// cluster spec's FAIL: a majority of masters agreed), by the pod name of
+// the endpoint that answers with that node ID, else by node ID. Sorted.
+func failedNodes(view *topology.ClusterView) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range view.Nodes {
+		if !n.Reachable() {
+			continue
+		}
+		for _, rec := range n.Known {
+			if !rec.Flags.Fail || seen[rec.ID] {
+				continue
+			}
+			seen[rec.ID] = true
+			out = append(out, podOfRecord(view, rec))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// podOfRecord names the endpoint a node record is about: the one with
+// that node ID, else the one at its address; else the record's node ID.
+func podOfRecord(view *topology.ClusterView, rec topology.NodeRecord) string {
+	for _, n := range view.Nodes {
+		if n.ID == rec.ID {
+			return n.Endpoint.Name
+		}
+	}
+	for _, n := range view.Nodes {
+		if addr := rec.Addr(); addr != "" && n.Endpoint.Addr == addr {
+			return n.Endpoint.Name
+		}
+	}
+	return rec.ID
 }
 
 // shardsFromView is the engine's per-shard summary for a view it did not
