@@ -74,8 +74,9 @@ func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, l
 // reconcileChildren applies the ConfigMap, the Services, and per desired
 // shard the PDB and the StatefulSet. While paused, StatefulSets are left
 // alone (a new shard, a replica count or a template change would change
-// the topology or restart pods). Leaving shards are not touched here; they
-// are deleted by removeLeftShards once the engine says they are empty.
+// the topology or restart pods). Leaving shards are kept running
+// (keepLeavingShards) until removeLeftShards deletes them once the engine
+// says they are drained.
 func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	for _, c := range []struct{ desired, live client.Object }{
@@ -91,6 +92,7 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	if err := r.listStatefulSets(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
+	rememberLeaving(s)
 	var created []string
 	defer func() {
 		if len(created) > 0 {
@@ -113,6 +115,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 		if wrote && live == nil {
 			created = append(created, desired.Name)
 		}
+	}
+	if err := r.keepLeavingShards(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
 	}
 	return ctrl.Result{}, false, r.listStatefulSets(ctx, s)
 }
@@ -194,7 +199,7 @@ func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctr
 	}
 	rc := s.rc
 	s.shards = groupPods(rc.Name, int(rc.Spec.Shards), int(rc.Spec.ReplicasPerShard),
-		func(i int) string { return resources.TemplateHash(rc, i) }, s.statefulSets, pods.Items)
+		func(i int) string { return resources.TemplateHash(rc, i) }, s.statefulSets, s.leaving, pods.Items)
 	s.obs.PodsObserved = true
 	s.obs.Pods = podsSummary(s.shards, s.now)
 	s.obs.StalePods = stalePods(s.shards)

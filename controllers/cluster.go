@@ -8,16 +8,12 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
-	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -421,65 +417,6 @@ func shardsFromView(view *topology.ClusterView, desired topology.Desired) []topo
 		out = append(out, st)
 	}
 	return out
-}
-
-// removeLeftShards deletes the StatefulSet, PDB and claims of every
-// leaving shard the engine reports removable: it owns no slot and every
-// other node has forgotten it, so its data is elsewhere.
-func (r *RedisClusterReconciler) removeLeftShards(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
-	if s.result == nil || s.rc.Spec.Paused {
-		return ctrl.Result{}, false, nil
-	}
-	for _, name := range s.result.Removable {
-		idx, ok := resources.ShardIndex(s.rc.Name, name)
-		if !ok || idx < int(s.rc.Spec.Shards) {
-			continue
-		}
-		sts, ok := s.statefulSets[idx]
-		if !ok {
-			continue
-		}
-		s.log.Info("Removing drained shard", "shard", name)
-		if err := r.Client.Delete(ctx, sts, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, true, fmt.Errorf("deleting StatefulSet %s: %w", name, err)
-		}
-		pdb := &policyv1.PodDisruptionBudget{}
-		pdb.Namespace, pdb.Name = s.rc.Namespace, resources.PDBName(s.rc.Name, idx)
-		if err := r.Client.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, true, fmt.Errorf("deleting PodDisruptionBudget %s: %w", pdb.Name, err)
-		}
-		if err := r.deleteClaims(ctx, s.rc, map[string]string{resources.LabelShard: fmt.Sprint(idx)}); err != nil {
-			return ctrl.Result{}, true, err
-		}
-		delete(s.statefulSets, idx)
-		s.acted = true
-		s.did("ShardRemoved", "Shard %s owns no slots and was forgotten by the cluster: deleted its StatefulSet and claims", name)
-	}
-	return ctrl.Result{}, false, nil
-}
-
-// deleteClaims deletes the cluster's PVCs that also match extra labels.
-// Claims still mounted are only marked: Kubernetes' PVC protection removes
-// them when their pod is gone.
-func (r *RedisClusterReconciler) deleteClaims(ctx context.Context, rc *cachev1beta1.RedisCluster, extra map[string]string) error {
-	sel := client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}
-	for k, v := range extra {
-		sel[k] = v
-	}
-	var list corev1.PersistentVolumeClaimList
-	if err := r.Client.List(ctx, &list, client.InNamespace(rc.Namespace), sel); err != nil {
-		return fmt.Errorf("listing claims: %w", err)
-	}
-	for i := range list.Items {
-		pvc := &list.Items[i]
-		if pvc.DeletionTimestamp != nil {
-			continue
-		}
-		if err := r.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting claim %s: %w", pvc.Name, err)
-		}
-	}
-	return nil
 }
 
 func ownsSlots(n *topology.NodeView) bool {

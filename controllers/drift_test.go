@@ -1,16 +1,22 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
 // TestChildrenDriftBack: hand edits to what the operator owns are reverted
@@ -127,5 +133,80 @@ func TestDrifted(t *testing.T) {
 	}
 	if _, got, _ := drifted(q("2Gi"), q("1Gi")); !got {
 		t.Error("2Gi and 1Gi are equal")
+	}
+}
+
+// TestLeavingShardIsRecreated: a shard being removed by a scale-in is
+// remembered in status.leavingShards; its StatefulSet deleted by hand comes
+// back (same name, so its claims, untouched, come back with it) and so does
+// one scaled to 0 by hand. (Without the engine, which never runs in
+// envtest, it is never reported drained, so it is never removed.)
+func TestLeavingShardIsRecreated(t *testing.T) {
+	ns := newNamespace(t)
+	rc := newCluster(t, ns, "lv", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Shards = 4 })
+	waitSettled(t, rc)
+	eventually(t, "four shard StatefulSets", func() error {
+		if n := len(statefulSetVersions(t, ns)); n != 4 {
+			return fmt.Errorf("%d StatefulSets", n)
+		}
+		return nil
+	})
+	pvc := claim(t, ns, "lv", 3, 0)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := getCluster(t, rc)
+		got.Spec.Shards = 3
+		return k8s.Update(testCtx, got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "status.leavingShards", func() error {
+		got := getCluster(t, rc)
+		if !slices.Equal(got.Status.LeavingShards, []string{"lv-shard-3"}) {
+			return fmt.Errorf("leavingShards %v", got.Status.LeavingShards)
+		}
+		return nil
+	})
+	key := client.ObjectKey{Namespace: ns, Name: "lv-shard-3"}
+	old := &appsv1.StatefulSet{}
+	if err := k8s.Get(testCtx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(testCtx, old); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{}
+	eventually(t, "the leaving shard's StatefulSet recreated", func() error {
+		if err := k8s.Get(testCtx, key, sts); err != nil {
+			return err
+		}
+		if sts.UID == old.UID {
+			return errors.New("not deleted yet")
+		}
+		return nil
+	})
+	if *sts.Spec.Replicas != 2 || len(sts.Spec.VolumeClaimTemplates) == 0 || sts.Spec.VolumeClaimTemplates[0].Name != resources.DataVolumeName {
+		t.Errorf("recreated StatefulSet: %d replicas, claim templates %v; want 2 pods mounting %s", *sts.Spec.Replicas, sts.Spec.VolumeClaimTemplates, pvc.Name)
+	}
+
+	sts.Spec.Replicas = ptr.To[int32](0)
+	if err := k8s.Update(testCtx, sts); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leaving shard scaled back up", func() error {
+		if err := k8s.Get(testCtx, key, sts); err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 2 {
+			return fmt.Errorf("%d replicas", *sts.Spec.Replicas)
+		}
+		return nil
+	})
+	got := getCluster(t, rc)
+	if !slices.Equal(got.Status.LeavingShards, []string{"lv-shard-3"}) {
+		t.Errorf("leavingShards %v after the recreation", got.Status.LeavingShards)
+	}
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(pvc), pvc); err != nil || pvc.DeletionTimestamp != nil {
+		t.Errorf("the leaving shard's claim: %v, deletion %v", err, pvc.DeletionTimestamp)
 	}
 }

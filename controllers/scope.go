@@ -38,6 +38,8 @@ type scope struct {
 	statefulSets map[int]*appsv1.StatefulSet
 	// shards are the desired and leaving shards with their pods.
 	shards []*shardPods
+	// leaving are the indices of the leaving shards (see leaving.go).
+	leaving []int
 
 	// result is the engine's last Result this pass (nil if it did not run).
 	result *topology.Result

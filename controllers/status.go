@@ -431,7 +431,11 @@ func applyObservation(rc *cachev1beta1.RedisCluster, o *observation, now time.Ti
 	} else {
 		rc.Status.Migration = nil
 	}
-	rc.Status.LeavingShards = slices.Clone(o.Leaving)
+	if o.PodsObserved {
+		// Remembered until removed (see leaving.go); a pass that stopped
+		// before the shards were grouped keeps the list.
+		rc.Status.LeavingShards = slices.Clone(o.Leaving)
+	}
 	rc.Status.MasterPod = ""
 	if len(rc.Status.Shards) > 0 {
 		rc.Status.MasterPod = rc.Status.Shards[0].MasterPod
