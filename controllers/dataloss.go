@@ -13,18 +13,22 @@ import (
 
 // formedBefore reports whether a status records a formed cluster:
 // formedTime is set, or (for a cluster formed by an operator version that
-// did not record formedTime) some shard has a master node ID. Neither is
-// derived from the nodes, so it holds when every node came back empty.
+// did not record formedTime) the shards of status.shards together own all
+// 16384 slots. Neither is derived from the nodes, so it holds when every
+// node came back empty; neither holds in the middle of a bootstrap.
 func formedBefore(st *cachev1beta1.RedisClusterStatus) bool {
 	if st.FormedTime != nil {
 		return true
 	}
+	var owned topology.SlotSet
 	for _, sh := range st.Shards {
-		if sh.MasterNodeID != "" {
-			return true
+		for _, r := range sh.Slots {
+			if rg, err := topology.ParseSlotRange(r); err == nil && sh.MasterNodeID != "" {
+				owned.AddRange(rg)
+			}
 		}
 	}
-	return false
+	return owned.Len() == topology.NumSlots
 }
 
 // lostMessage is the ShardLost verdict of this pass, or "": the engine's

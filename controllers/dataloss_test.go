@@ -20,8 +20,8 @@ import (
 )
 
 // The engine is told the cluster was formed from status, never from the
-// nodes: formedTime, or (a cluster formed before formedTime existed) a
-// shard with a master node ID. Field case R5: every node came back empty
+// nodes: formedTime, or (a cluster formed before formedTime existed)
+// status.shards owning every slot. Field case R5: every node came back empty
 // and the cluster was rebuilt as new.
 func TestDesiredFormedFromStatus(t *testing.T) {
 	for _, tc := range []struct {
@@ -31,8 +31,10 @@ func TestDesiredFormedFromStatus(t *testing.T) {
 	}{
 		{name: "new cluster"},
 		{name: "formedTime", status: cachev1beta1.RedisClusterStatus{FormedTime: &metav1.Time{Time: time.Now()}}, formed: true},
-		{name: "shards with master IDs", formed: true,
-			status: cachev1beta1.RedisClusterStatus{Shards: []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterNodeID: ids("a")}}}},
+		{name: "formed before formedTime existed: status.shards own every slot", formed: true,
+			status: cachev1beta1.RedisClusterStatus{Shards: lostShardStatus().Shards}},
+		{name: "in the middle of a bootstrap: masters chosen, some slots assigned",
+			status: cachev1beta1.RedisClusterStatus{Shards: lostShardStatus().Shards[:2]}},
 		{name: "shards without master yet",
 			status: cachev1beta1.RedisClusterStatus{Shards: []cachev1beta1.ShardStatus{{Name: "c-shard-0"}}}},
 	} {
