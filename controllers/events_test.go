@@ -163,3 +163,23 @@ func TestConflictsAreQuietRetries(t *testing.T) {
 		t.Errorf("pass whose status writes all conflict: %+v, %v; want a requeue and no error", res, err)
 	}
 }
+
+// A failover shows as one MasterChanged event naming the new master.
+func TestMasterChangedEvent(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 1}}
+	rc.Status.Shards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterPod: "c-shard-0-0", MasterNodeID: ids("a")}}
+	rec := record.NewFakeRecorder(10)
+	r := &RedisClusterReconciler{Recorder: rec}
+	s := newScope(rc, time.Now(), logr.Discard())
+	s.rc.Status.Shards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterPod: "c-shard-0-1", MasterNodeID: ids("a1")}}
+	r.emitTransitionEvents(s)
+	got := drain(rec)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "Normal MasterChanged Shard c-shard-0: the master is now c-shard-0-1") {
+		t.Errorf("events %q", got)
+	}
+	s = newScope(s.rc.DeepCopy(), time.Now(), logr.Discard())
+	r.emitTransitionEvents(s)
+	if got := drain(rec); len(got) != 0 {
+		t.Errorf("events of an unchanged master: %q", got)
+	}
+}
