@@ -127,7 +127,7 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	// count (masters unreachable in the last pass) is no work ahead, and
 	// "converging" without an engine result says nothing true.
 	bootstrapping := !s.obs.formed()
-	scaling := len(s.obs.Leaving) > 0 || t.SlotsToMove || t.CurrentShards != s.obs.DesiredShards
+	scaling := s.obs.scaling()
 	if len(s.obs.StalePods) > 0 || (!bootstrapping && !scaling) {
 		s.obs.Topology = nil
 		return

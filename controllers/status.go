@@ -284,6 +284,33 @@ func unexplainedShortfall(o *observation) []string {
 	return out
 }
 
+// scaling reports whether shards are being added or removed: a shard is
+// leaving, or slots must move to a desired shard that owns none and that
+// status never recorded owning any. A shard of a formed cluster that owned
+// slots and owns none now lost its master (or every node): that is no
+// scaling, whatever the count of shards owning slots says.
+func (o *observation) scaling() bool {
+	t := o.Topology
+	if len(o.Leaving) > 0 {
+		return true
+	}
+	if t == nil || !t.SlotsToMove {
+		return false
+	}
+	owned := map[string]bool{}
+	for _, sh := range o.PreviousShards {
+		if len(sh.Slots) > 0 {
+			owned[sh.Name] = true
+		}
+	}
+	for _, sh := range t.Shards {
+		if len(sh.Slots) == 0 && !owned[sh.Name] {
+			return true
+		}
+	}
+	return false
+}
+
 // progressReason says what the operator is changing, or "" when nothing.
 func progressReason(o *observation) (reason, message string) {
 	t := o.Topology
@@ -300,7 +327,7 @@ func progressReason(o *observation) (reason, message string) {
 			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
 	case !o.formed():
 		return cachev1beta1.RedisClusterBootstrappingReason, "All pods are ready; forming the cluster and assigning slots."
-	case len(o.Leaving) > 0 || t.SlotsToMove || (t.Migration != nil && t.Migration.SlotsTotal > 0):
+	case o.scaling() || (t.Migration != nil && t.Migration.SlotsTotal > 0):
 		msg := fmt.Sprintf("Scaling to %d shards (%d own slots now).", o.DesiredShards, t.CurrentShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
 			msg = fmt.Sprintf("Scaling to %d shards (%d own slots now): %d of %d slots moved.", o.DesiredShards, t.CurrentShards, m.SlotsMoved, m.SlotsTotal)

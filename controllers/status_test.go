@@ -66,6 +66,7 @@ func TestApplyObservation(t *testing.T) {
 			mutate: func(o *observation) {
 				o.DesiredShards = 5
 				o.Topology.Converged, o.Topology.SlotsToMove = false, true
+				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"}, cachev1beta1.ShardStatus{Name: "c-shard-4"})
 				o.Topology.Migration = &cachev1beta1.MigrationStatus{SlotsMoved: 100, SlotsTotal: 6553}
 			},
 			want: want{"False/Scaling", "True/Scaling", "False/Ready", "True/Ready", cachev1beta1.PhaseScaling, true},
@@ -125,6 +126,17 @@ func TestApplyObservation(t *testing.T) {
 				o.Topology.Unreachable = []string{"c-shard-0-1"}
 			},
 			want: want{"False/SlotsUncovered", "True/SlotsUncovered", "True/SlotsUncovered", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "a shard's nodes came back empty: not scaling (field case R20)", succeeded: true,
+			mutate: func(o *observation) {
+				o.PreviousShards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterNodeID: ids("a"), Slots: []string{"0-5460"}}}
+				o.Topology.EngineRan, o.Topology.Planned, o.Topology.Converged = false, true, false
+				o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK, o.Topology.SlotsToMove = 10923, 2, false, true
+				o.Topology.Unassigned = []topology.SlotRange{{Start: 0, End: 5460}}
+				o.Topology.Shards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", ReplicaPods: []string{"c-shard-0-1"}}}
+			},
+			want: want{"False/ClusterStateFail", "True/SlotsUncovered", "True/ClusterStateFail", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, true},
 		},
 		{
 			name: "a ready pod whose Redis does not answer, the engine ran", succeeded: true,
