@@ -89,15 +89,7 @@ func anyOwned(owned *topology.SlotSet, ranges []string) bool {
 func dataLossMessage(l *topology.LostShard, prev []cachev1beta1.ShardStatus) string {
 	shards := l.Shards
 	if len(shards) == 0 {
-		lost := topology.SlotSetOf(l.Slots...)
-		for _, sh := range prev {
-			for _, r := range sh.Slots {
-				rg, err := topology.ParseSlotRange(r)
-				if err == nil && overlaps(&lost, rg) && !slices.Contains(shards, sh.Name) {
-					shards = append(shards, sh.Name)
-				}
-			}
-		}
+		shards = shardsHolding(l.Slots, prev)
 	}
 	held := "shards " + names(shards)
 	if len(shards) == 0 {
@@ -107,6 +99,32 @@ func dataLossMessage(l *topology.LostShard, prev []cachev1beta1.ShardStatus) str
 		"nothing destructive is done: bring the nodes back with their data, or set spec.lostShardPolicy to Reassign "+
 		"to assign the slots empty to live masters, accepting that their keys are gone.",
 		l.SlotCount, rangesText(l.Slots), held)
+}
+
+// shardsHolding names the shards whose slot ranges in status overlap
+// slots, in status order.
+func shardsHolding(slots []topology.SlotRange, prev []cachev1beta1.ShardStatus) []string {
+	set := topology.SlotSetOf(slots...)
+	var out []string
+	for _, sh := range prev {
+		for _, r := range sh.Slots {
+			rg, err := topology.ParseSlotRange(r)
+			if err == nil && overlaps(&set, rg) && !slices.Contains(out, sh.Name) {
+				out = append(out, sh.Name)
+			}
+		}
+	}
+	return out
+}
+
+// uncoveredText is the uncovered slot ranges and the shards that last held
+// them, for condition messages.
+func uncoveredText(o *observation) string {
+	text := rangesText(o.Topology.Unassigned)
+	if held := shardsHolding(o.Topology.Unassigned, o.PreviousShards); len(held) > 0 {
+		text += " (last held by " + names(held) + ")"
+	}
+	return text
 }
 
 func overlaps(set *topology.SlotSet, r topology.SlotRange) bool {

@@ -202,7 +202,7 @@ func slotsCondition(o *observation) conditionResult {
 	case t.SlotsAssigned < topology.NumSlots:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterSlotsUncoveredReason,
 			fmt.Sprintf("%d of %d slots are assigned to a live master; no reachable master owns %s.",
-				t.SlotsAssigned, topology.NumSlots, rangesText(t.Unassigned))}
+				t.SlotsAssigned, topology.NumSlots, uncoveredText(o))}
 	default:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReadyReason,
 			fmt.Sprintf("All %d slots are assigned.", topology.NumSlots)}
@@ -242,7 +242,7 @@ func degradedCondition(o *observation) conditionResult {
 	case t.SlotsAssigned < topology.NumSlots:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterSlotsUncoveredReason,
 			fmt.Sprintf("Only %d of %d slots have a master the operator can reach; uncovered: %s.",
-				t.SlotsAssigned, topology.NumSlots, rangesText(t.Unassigned))}
+				t.SlotsAssigned, topology.NumSlots, uncoveredText(o))}
 	case len(o.Pods.Overdue) > 0:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
 			fmt.Sprintf("Pods not ready for more than %s: %s.", podStartGrace, names(o.Pods.Overdue))}

@@ -265,9 +265,10 @@ func TestDegradedNamesTheShardAndSlots(t *testing.T) {
 	o = healthyObservation()
 	o.Topology.SlotsAssigned = 10923
 	o.Topology.Unassigned = []topology.SlotRange{{Start: 5461, End: 10922}}
+	o.PreviousShards = lostShardStatus().Shards
 	for _, c := range []conditionResult{degradedCondition(&o), slotsCondition(&o)} {
-		if !strings.Contains(c.message, "5461-10922") {
-			t.Errorf("%s: %q does not name the uncovered range", c.reason, c.message)
+		if !strings.Contains(c.message, "5461-10922 (last held by c-shard-1)") {
+			t.Errorf("%s: %q does not name the uncovered range and its shard", c.reason, c.message)
 		}
 	}
 }
