@@ -224,6 +224,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.removeLeftShards,
 		r.reconcileRollout,
 		r.reconcileReplicaScaleDown,
+		r.removeReplicaClaims,
 		r.reconcileLiveConfig,
 		r.reconcileRotation,
 	} {
