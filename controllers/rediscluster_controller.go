@@ -201,7 +201,12 @@ func (r *RedisClusterReconciler) finishPass(ctx context.Context, s *scope, res c
 		s.log.V(1).Info("The status changed under the pass; retrying", "error", err.Error())
 		err, res = nil, ctrl.Result{RequeueAfter: stepRequeue}
 	}
-	if err := kerrors.NewAggregate([]error{passErr, err}); err != nil {
+	switch {
+	case passErr != nil && err != nil:
+		return ctrl.Result{}, kerrors.NewAggregate([]error{passErr, err})
+	case passErr != nil:
+		return ctrl.Result{}, passErr
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	return res, nil
