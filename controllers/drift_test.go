@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
@@ -209,4 +211,62 @@ func TestLeavingShardIsRecreated(t *testing.T) {
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(pvc), pvc); err != nil || pvc.DeletionTimestamp != nil {
 		t.Errorf("the leaving shard's claim: %v, deletion %v", err, pvc.DeletionTimestamp)
 	}
+}
+
+// TestStatusWritesStartNoPass: a status write (the controller's own, here
+// the test's) does not start a pass; a spec change does. (Field case R20:
+// each of the controller's status writes started another pass, racing the
+// cache into conflicts, a loop of thousands of events.)
+func TestStatusWritesStartNoPass(t *testing.T) {
+	ns := newNamespace(t)
+	rc := newCluster(t, ns, "nostorm")
+	waitSettled(t, rc)
+	time.Sleep(time.Second) // let the passes of the creation end
+	before := reconciles(t)
+	for i := 0; i < 3; i++ {
+		got := getCluster(t, rc)
+		patch := client.MergeFrom(got.DeepCopy())
+		got.Status.ReadyReplicas = int32(10 + i)
+		if err := k8s.Status().Patch(testCtx, got, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	if after := reconciles(t); after != before {
+		t.Errorf("3 status writes started %v passes", after-before)
+	}
+	got := getCluster(t, rc)
+	got.Spec.ReplicasPerShard = 2
+	if err := k8s.Update(testCtx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a pass for the spec change", func() error {
+		if reconciles(t) == before {
+			return errors.New("no pass")
+		}
+		return nil
+	})
+}
+
+// reconciles is controller-runtime's count of RedisCluster passes.
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "rediscluster" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
