@@ -92,7 +92,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	if err := r.listStatefulSets(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
-	rememberLeaving(s)
+	if err := r.rememberLeaving(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
+	}
 	var created []string
 	defer func() {
 		if len(created) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -210,6 +211,25 @@ func TestLeavingShardIsRecreated(t *testing.T) {
 	}
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(pvc), pvc); err != nil || pvc.DeletionTimestamp != nil {
 		t.Errorf("the leaving shard's claim: %v, deletion %v", err, pvc.DeletionTimestamp)
+	}
+
+	// StatefulSet and claims both gone: nothing left to keep, the shard is
+	// forgotten (the engine would report its slots lost), not recreated.
+	if err := k8s.Delete(testCtx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(testCtx, sts); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leaving shard forgotten", func() error {
+		got := getCluster(t, rc)
+		if len(got.Status.LeavingShards) != 0 {
+			return fmt.Errorf("leavingShards %v", got.Status.LeavingShards)
+		}
+		return nil
+	})
+	if err := k8s.Get(testCtx, key, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+		t.Errorf("StatefulSet of a shard without claims: %v, want it not recreated", err)
 	}
 }
 

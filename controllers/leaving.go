@@ -27,8 +27,11 @@ import (
 // rememberLeaving fills s.leaving with the indices of the leaving shards:
 // those of status.leavingShards, of live StatefulSets and of shards in
 // status.shards (the last observation, which may predate the scale-in)
-// at or beyond spec.shards. Sorted.
-func rememberLeaving(s *scope) {
+// at or beyond spec.shards. One without a StatefulSet stays only while a
+// claim of it is left (not being deleted): then its data may be there.
+// Without either there is nothing to keep (it was removed, or its data is
+// gone and the engine reports its slots lost). Sorted.
+func (r *RedisClusterReconciler) rememberLeaving(ctx context.Context, s *scope) error {
 	desired := int(s.rc.Spec.Shards)
 	set := map[int]bool{}
 	add := func(name string) {
@@ -49,11 +52,33 @@ func rememberLeaving(s *scope) {
 			set[idx] = true
 		}
 	}
+	missing := false
+	for idx := range set {
+		if _, live := s.statefulSets[idx]; !live {
+			missing = true
+		}
+	}
+	claims := map[int]bool{}
+	if missing {
+		var list corev1.PersistentVolumeClaimList
+		if err := r.Client.List(ctx, &list, client.InNamespace(s.rc.Namespace),
+			client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+			return fmt.Errorf("listing claims: %w", err)
+		}
+		for _, pvc := range list.Items {
+			if shard, _, ok := claimOrdinal(s.rc.Name, pvc.Name); ok && pvc.DeletionTimestamp == nil {
+				claims[shard] = true
+			}
+		}
+	}
 	s.leaving = nil
 	for idx := range set {
-		s.leaving = append(s.leaving, idx)
+		if _, live := s.statefulSets[idx]; live || claims[idx] {
+			s.leaving = append(s.leaving, idx)
+		}
 	}
 	slices.Sort(s.leaving)
+	return nil
 }
 
 // keepLeavingShards recreates the StatefulSet (and PDB) of each leaving
