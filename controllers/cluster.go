@@ -351,8 +351,8 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 }
 
 // failedNodes names the nodes that some reachable node flags fail (the
-// cluster spec's FAIL: a majority of masters agreed), by the pod name of
-// the endpoint that answers with that node ID, else by node ID. Sorted.
+// cluster spec's FAIL: a majority of masters agreed), by pod name when
+// known (podOfRecord). Sorted.
 func failedNodes(view *topology.ClusterView) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -372,18 +372,24 @@ func failedNodes(view *topology.ClusterView) []string {
 	return out
 }
 
-// podOfRecord names the endpoint a node record is about: the one with
-// that node ID, else the one at its address; else the record's node ID.
+// podOfRecord names the endpoint a node record is about: the one that
+// answers with its node ID, else an unreachable one at its address (it
+// cannot say who it is; likely the failed node itself); else the record's
+// node ID and address (a node whose pod is gone, or runs a new node).
 func podOfRecord(view *topology.ClusterView, rec topology.NodeRecord) string {
+	addr := rec.Addr()
 	for _, n := range view.Nodes {
-		if n.ID == rec.ID {
+		if n.Reachable() && n.ID == rec.ID {
 			return n.Endpoint.Name
 		}
 	}
 	for _, n := range view.Nodes {
-		if addr := rec.Addr(); addr != "" && n.Endpoint.Addr == addr {
+		if !n.Reachable() && addr != "" && n.Endpoint.Addr == addr {
 			return n.Endpoint.Name
 		}
+	}
+	if addr != "" {
+		return rec.ID + " (" + addr + ")"
 	}
 	return rec.ID
 }

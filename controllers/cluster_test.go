@@ -76,7 +76,8 @@ func TestSummarize(t *testing.T) {
 		// s0-1 was promoted and took the slots; the others flag the old master fail.
 		promoted := node("s0-1", ids("a1"), r(0, 5460), "", 6, "ok")
 		nodes[1] = promoted
-		dead := topology.NodeRecord{ID: ids("a")}
+		nodes[0].ID, nodes[0].Endpoint.Addr = "", "10.0.0.1:6379" // unreachable: no ID observed
+		dead := topology.NodeRecord{ID: ids("a"), IP: "10.0.0.1", Port: 6379}
 		dead.Flags.Master, dead.Flags.Fail = true, true
 		nodes[2].Known = append(nodes[2].Known, dead)
 		got := summarize(&topology.ClusterView{Nodes: nodes}, desired3, nil)
