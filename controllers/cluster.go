@@ -92,7 +92,13 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		// Reported through status (ShardLost); retrying cannot help until a
 		// person sets spec.lostShardPolicy (which wakes the controller) or
 		// the nodes come back: look again, less and less often.
-		return ctrl.Result{RequeueAfter: r.lostRequeue(s)}, false, nil
+		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterShardLostReason)}, false, nil
+	case errors.Is(err, topology.ErrConflict), errors.Is(err, topology.ErrAuth):
+		// Retrying at once cannot fix these either: Degraded says what is
+		// wrong (ReconcileError), without an error return (no error log
+		// per retry), and the pass looks again less and less often.
+		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
+		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterReconcileErrorReason)}, true, nil
 	default:
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
 		return ctrl.Result{}, true, s.obs.ReconcileErr
@@ -141,13 +147,14 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	s.original = s.rc.DeepCopy()
 }
 
-// lostRequeue is when a pass that found a shard lost looks again: as long
-// after as the loss has lasted (the Degraded condition's age), between
-// busyRequeue and ResyncPeriod, so the wait doubles from pass to pass.
-func (r *RedisClusterReconciler) lostRequeue(s *scope) time.Duration {
+// stuckRequeue is when a pass that found the cluster stuck for a reason
+// only a person can fix (Degraded with that reason) looks again: as long
+// after as Degraded has been True with it, between busyRequeue and
+// ResyncPeriod, so the wait doubles from pass to pass.
+func (r *RedisClusterReconciler) stuckRequeue(s *scope, reason string) time.Duration {
 	since := s.now
 	if c := meta.FindStatusCondition(s.original.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition); c != nil &&
-		c.Reason == cachev1beta1.RedisClusterShardLostReason && c.Status == metav1.ConditionTrue {
+		c.Reason == reason && c.Status == metav1.ConditionTrue {
 		since = c.LastTransitionTime.Time
 	}
 	return min(max(s.now.Sub(since), busyRequeue), max(r.ResyncPeriod, busyRequeue))

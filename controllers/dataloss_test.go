@@ -178,7 +178,7 @@ func TestLostShardBacksOff(t *testing.T) {
 	var last time.Duration
 	for _, age := range []time.Duration{0, 5 * time.Second, 20 * time.Second, 40 * time.Second, time.Hour} {
 		s := newScope(rc.DeepCopy(), since.Add(age), logr.Discard())
-		got := r.lostRequeue(s)
+		got := r.stuckRequeue(s, cachev1beta1.RedisClusterShardLostReason)
 		if got < busyRequeue || got > time.Minute || got < last {
 			t.Errorf("after %s: requeue %s (before %s)", age, got, last)
 		}

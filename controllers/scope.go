@@ -80,13 +80,14 @@ func newScope(rc *cachev1beta1.RedisCluster, now time.Time, log logr.Logger) *sc
 }
 
 // busy reports whether the pass left work that no Kubernetes event will
-// announce, so the next pass should come soon. A lost shard is not busy:
-// it waits for a person (reconcileTopology backs off).
+// announce, so the next pass should come soon. A lost shard or a failing
+// step is not busy: it waits for a person (reconcileTopology backs off, or
+// the error's retries do).
 func (s *scope) busy() bool {
 	if s.acted {
 		return true
 	}
-	if s.obs.lostMessage() != "" {
+	if s.obs.lostMessage() != "" || s.obs.ReconcileErr != nil {
 		return false
 	}
 	t := s.obs.Topology
