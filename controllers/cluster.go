@@ -93,10 +93,11 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		// person sets spec.lostShardPolicy (which wakes the controller) or
 		// the nodes come back: look again, less and less often.
 		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterShardLostReason)}, false, nil
-	case errors.Is(err, topology.ErrConflict), errors.Is(err, topology.ErrAuth):
-		// Retrying at once cannot fix these either: Degraded says what is
-		// wrong (ReconcileError), without an error return (no error log
-		// per retry), and the pass looks again less and less often.
+	case errors.Is(err, topology.ErrConflict):
+		// Retrying at once cannot fix this either (nodes hold a topology the
+		// engine refuses to change): Degraded says what is wrong
+		// (ReconcileError), without an error return (no error log per
+		// retry), and the pass looks again less and less often.
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
 		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterReconcileErrorReason)}, true, nil
 	default:
