@@ -34,11 +34,14 @@ func checkControlled(rc *cachev1beta1.RedisCluster, live client.Object) error {
 }
 
 // apply makes the live object match desired with server-side apply, field
-// owner FieldOwner. It sends nothing when the live object carries the
-// same AppliedHashAnnotation as desired: the builders are deterministic,
-// so equal hashes mean equal input, and API defaults or other managers'
-// fields never cause a write. live must be an empty object of desired's
-// type; it is filled from the cache. It reports whether it wrote.
+// owner FieldOwner (forcing ownership back from whoever edited a field the
+// operator sets). It sends nothing when the live object already has every
+// field desired sets (see drifted), so API defaults or other managers'
+// fields never cause a write and a settled cluster makes none, while a
+// hand edit (a StatefulSet scaled to 0, an edited ConfigMap, a removed
+// Service port) is reverted in the next pass. live must be an empty object
+// of desired's type; it is filled from the cache. It reports whether it
+// wrote.
 func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, live client.Object) (bool, error) {
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
@@ -49,8 +52,16 @@ func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, l
 		if err := checkControlled(s.rc, live); err != nil {
 			return false, err
 		}
-		if live.GetAnnotations()[resources.AppliedHashAnnotation] == desired.GetAnnotations()[resources.AppliedHashAnnotation] {
+		path, differs, err := drifted(desired, live)
+		if err != nil {
+			return false, err
+		}
+		if !differs {
 			return false, nil
+		}
+		if live.GetAnnotations()[resources.AppliedHashAnnotation] == desired.GetAnnotations()[resources.AppliedHashAnnotation] {
+			s.log.Info("Reverting a change made to a child", "kind", desired.GetObjectKind().GroupVersionKind().Kind,
+				"name", desired.GetName(), "field", path)
 		}
 	}
 	s.log.Info("Applying child", "kind", desired.GetObjectKind().GroupVersionKind().Kind, "name", desired.GetName())
@@ -63,8 +74,9 @@ func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, l
 // reconcileChildren applies the ConfigMap, the Services, and per desired
 // shard the PDB and the StatefulSet. While paused, StatefulSets are left
 // alone (a new shard, a replica count or a template change would change
-// the topology or restart pods). Leaving shards are not touched here; they
-// are deleted by removeLeftShards once the engine says they are empty.
+// the topology or restart pods). Leaving shards are kept running
+// (keepLeavingShards) until removeLeftShards deletes them once the engine
+// says they are drained.
 func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	for _, c := range []struct{ desired, live client.Object }{
@@ -78,6 +90,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	}
 
 	if err := r.listStatefulSets(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if err := r.rememberLeaving(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
 	var created []string
@@ -102,6 +117,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 		if wrote && live == nil {
 			created = append(created, desired.Name)
 		}
+	}
+	if err := r.keepLeavingShards(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
 	}
 	return ctrl.Result{}, false, r.listStatefulSets(ctx, s)
 }
@@ -183,7 +201,7 @@ func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctr
 	}
 	rc := s.rc
 	s.shards = groupPods(rc.Name, int(rc.Spec.Shards), int(rc.Spec.ReplicasPerShard),
-		func(i int) string { return resources.TemplateHash(rc, i) }, s.statefulSets, pods.Items)
+		func(i int) string { return resources.TemplateHash(rc, i) }, s.statefulSets, s.leaving, pods.Items)
 	s.obs.PodsObserved = true
 	s.obs.Pods = podsSummary(s.shards, s.now)
 	s.obs.StalePods = stalePods(s.shards)

@@ -8,14 +8,12 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
-	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -92,8 +90,16 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
 	case errors.Is(err, topology.ErrShardLost):
 		// Reported through status (ShardLost); retrying cannot help until a
-		// person sets spec.lostShardPolicy, which wakes the controller.
-		return ctrl.Result{}, false, nil
+		// person sets spec.lostShardPolicy (which wakes the controller) or
+		// the nodes come back: look again, less and less often.
+		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterShardLostReason)}, false, nil
+	case errors.Is(err, topology.ErrConflict):
+		// Retrying at once cannot fix this either (nodes hold a topology the
+		// engine refuses to change): Degraded says what is wrong
+		// (ReconcileError), without an error return (no error log per
+		// retry), and the pass looks again less and less often.
+		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
+		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterReconcileErrorReason)}, true, nil
 	default:
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
 		return ctrl.Result{}, true, s.obs.ReconcileErr
@@ -108,7 +114,8 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 // that observation says bootstrapping or scaling; a settled cluster is
 // neither observed twice nor written. Failures are left to the run.
 func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng *topology.Engine, ready []topology.Endpoint, desired topology.Desired) {
-	if !shardCountChanging(s.rc, &s.obs) {
+	// A lost shard is no work ahead: it waits for a person.
+	if !shardCountChanging(s.rc, &s.obs) || s.obs.LostBefore != "" {
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
@@ -119,11 +126,15 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	}
 	t := summarize(view, desired, nil)
 	s.obs.Topology = t
+	if _, perr := topology.Plan(view, desired); errors.Is(perr, topology.ErrShardLost) {
+		s.obs.Topology = nil
+		return
+	}
 	// Only a cluster not formed yet or one whose shards change: a stale
 	// count (masters unreachable in the last pass) is no work ahead, and
 	// "converging" without an engine result says nothing true.
 	bootstrapping := !s.obs.formed()
-	scaling := len(s.obs.Leaving) > 0 || t.SlotsToMove || t.CurrentShards != s.obs.DesiredShards
+	scaling := s.obs.scaling()
 	if len(s.obs.StalePods) > 0 || (!bootstrapping && !scaling) {
 		s.obs.Topology = nil
 		return
@@ -135,6 +146,19 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	// The events are out and the written status is the new base.
 	s.events = nil
 	s.original = s.rc.DeepCopy()
+}
+
+// stuckRequeue is when a pass that found the cluster stuck for a reason
+// only a person can fix (Degraded with that reason) looks again: as long
+// after as Degraded has been True with it, between busyRequeue and
+// ResyncPeriod, so the wait doubles from pass to pass.
+func (r *RedisClusterReconciler) stuckRequeue(s *scope, reason string) time.Duration {
+	since := s.now
+	if c := meta.FindStatusCondition(s.original.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition); c != nil &&
+		c.Reason == reason && c.Status == metav1.ConditionTrue {
+		since = c.LastTransitionTime.Time
+	}
+	return min(max(s.now.Sub(since), busyRequeue), max(r.ResyncPeriod, busyRequeue))
 }
 
 // shardCountChanging reports whether the last status counted a different
@@ -276,6 +300,14 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 	}
 	t.SlotsAssigned = assigned.Len()
 	t.CurrentShards = len(masters)
+	var unassigned topology.SlotSet
+	for slot := range topology.NumSlots {
+		if !assigned.Has(slot) {
+			unassigned.Add(slot)
+		}
+	}
+	t.Unassigned = unassigned.Ranges()
+	t.FailedNodes = failedNodes(view)
 
 	var shards []topology.ShardStatus
 	if res != nil {
@@ -286,6 +318,12 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 	for _, sh := range shards {
 		if len(sh.ReplicaNames) < desired.ReplicasPerShard {
 			t.ShortOfReplicas = append(t.ShortOfReplicas, sh.Name)
+			if len(sh.SlotRanges) > 0 {
+				if t.ReplicasShort == nil {
+					t.ReplicasShort = map[string]int{}
+				}
+				t.ReplicasShort[sh.Name] = desired.ReplicasPerShard - len(sh.ReplicaNames)
+			}
 		}
 		t.Shards = append(t.Shards, cachev1beta1.ShardStatus{
 			Name:         sh.Name,
@@ -320,6 +358,50 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 	return t
 }
 
+// failedNodes names the nodes that some reachable node flags fail (the
+// cluster spec's FAIL: a majority of masters agreed), by pod name when
+// known (podOfRecord). Sorted.
+func failedNodes(view *topology.ClusterView) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range view.Nodes {
+		if !n.Reachable() {
+			continue
+		}
+		for _, rec := range n.Known {
+			if !rec.Flags.Fail || seen[rec.ID] {
+				continue
+			}
+			seen[rec.ID] = true
+			out = append(out, podOfRecord(view, rec))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// podOfRecord names the endpoint a node record is about: the one that
+// answers with its node ID, else an unreachable one at its address (it
+// cannot say who it is; likely the failed node itself); else the record's
+// node ID and address (a node whose pod is gone, or runs a new node).
+func podOfRecord(view *topology.ClusterView, rec topology.NodeRecord) string {
+	addr := rec.Addr()
+	for _, n := range view.Nodes {
+		if n.Reachable() && n.ID == rec.ID {
+			return n.Endpoint.Name
+		}
+	}
+	for _, n := range view.Nodes {
+		if !n.Reachable() && addr != "" && n.Endpoint.Addr == addr {
+			return n.Endpoint.Name
+		}
+	}
+	if addr != "" {
+		return rec.ID + " (" + addr + ")"
+	}
+	return rec.ID
+}
+
 // shardsFromView is the engine's per-shard summary for a view it did not
 // reconcile: a shard's master is the node of the shard that says it is a
 // master and owns slots; its replicas are the shard's nodes that follow it.
@@ -349,65 +431,6 @@ func shardsFromView(view *topology.ClusterView, desired topology.Desired) []topo
 		out = append(out, st)
 	}
 	return out
-}
-
-// removeLeftShards deletes the StatefulSet, PDB and claims of every
-// leaving shard the engine reports removable: it owns no slot and every
-// other node has forgotten it, so its data is elsewhere.
-func (r *RedisClusterReconciler) removeLeftShards(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
-	if s.result == nil || s.rc.Spec.Paused {
-		return ctrl.Result{}, false, nil
-	}
-	for _, name := range s.result.Removable {
-		idx, ok := resources.ShardIndex(s.rc.Name, name)
-		if !ok || idx < int(s.rc.Spec.Shards) {
-			continue
-		}
-		sts, ok := s.statefulSets[idx]
-		if !ok {
-			continue
-		}
-		s.log.Info("Removing drained shard", "shard", name)
-		if err := r.Client.Delete(ctx, sts, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, true, fmt.Errorf("deleting StatefulSet %s: %w", name, err)
-		}
-		pdb := &policyv1.PodDisruptionBudget{}
-		pdb.Namespace, pdb.Name = s.rc.Namespace, resources.PDBName(s.rc.Name, idx)
-		if err := r.Client.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, true, fmt.Errorf("deleting PodDisruptionBudget %s: %w", pdb.Name, err)
-		}
-		if err := r.deleteClaims(ctx, s.rc, map[string]string{resources.LabelShard: fmt.Sprint(idx)}); err != nil {
-			return ctrl.Result{}, true, err
-		}
-		delete(s.statefulSets, idx)
-		s.acted = true
-		s.did("ShardRemoved", "Shard %s owns no slots and was forgotten by the cluster: deleted its StatefulSet and claims", name)
-	}
-	return ctrl.Result{}, false, nil
-}
-
-// deleteClaims deletes the cluster's PVCs that also match extra labels.
-// Claims still mounted are only marked: Kubernetes' PVC protection removes
-// them when their pod is gone.
-func (r *RedisClusterReconciler) deleteClaims(ctx context.Context, rc *cachev1beta1.RedisCluster, extra map[string]string) error {
-	sel := client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}
-	for k, v := range extra {
-		sel[k] = v
-	}
-	var list corev1.PersistentVolumeClaimList
-	if err := r.Client.List(ctx, &list, client.InNamespace(rc.Namespace), sel); err != nil {
-		return fmt.Errorf("listing claims: %w", err)
-	}
-	for i := range list.Items {
-		pvc := &list.Items[i]
-		if pvc.DeletionTimestamp != nil {
-			continue
-		}
-		if err := r.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting claim %s: %w", pvc.Name, err)
-		}
-	}
-	return nil
 }
 
 func ownsSlots(n *topology.NodeView) bool {

@@ -65,6 +65,31 @@ func TestSummarize(t *testing.T) {
 			!slices.Equal(got.ShortOfReplicas, []string{"s0"}) {
 			t.Errorf("%+v", got)
 		}
+		if !slices.Equal(got.Unassigned, r(0, 5460)) {
+			t.Errorf("unassigned %v, want 0-5460", got.Unassigned)
+		}
+	})
+
+	t.Run("failed over: the new master has no reachable replica; the old one is flagged fail", func(t *testing.T) {
+		nodes := healthy()
+		nodes[0].Err = errors.New("i/o timeout")
+		// s0-1 was promoted and took the slots; the others flag the old master fail.
+		promoted := node("s0-1", ids("a1"), r(0, 5460), "", 6, "ok")
+		nodes[1] = promoted
+		nodes[0].ID, nodes[0].Endpoint.Addr = "", "10.0.0.1:6379" // unreachable: no ID observed
+		dead := topology.NodeRecord{ID: ids("a"), IP: "10.0.0.1", Port: 6379}
+		dead.Flags.Master, dead.Flags.Fail = true, true
+		nodes[2].Known = append(nodes[2].Known, dead)
+		got := summarize(&topology.ClusterView{Nodes: nodes}, desired3, nil)
+		if got.SlotsAssigned != topology.NumSlots || len(got.Unassigned) != 0 {
+			t.Errorf("slots %d, unassigned %v", got.SlotsAssigned, got.Unassigned)
+		}
+		if len(got.ReplicasShort) != 1 || got.ReplicasShort["s0"] != 1 {
+			t.Errorf("replicas short %v, want s0 short of 1", got.ReplicasShort)
+		}
+		if !slices.Equal(got.FailedNodes, []string{"s0-0"}) {
+			t.Errorf("failed nodes %v, want s0-0", got.FailedNodes)
+		}
 	})
 
 	t.Run("scale out: new shard, not yet met, joined-empty replica", func(t *testing.T) {

@@ -31,6 +31,7 @@ func (r *RedisClusterReconciler) emitTransitionEvents(s *scope) {
 			announced = true
 		}
 	}
+	mastersChanged(s)
 	o, n := get(old, cachev1beta1.RedisClusterReadyCondition), get(cur, cachev1beta1.RedisClusterReadyCondition)
 	switch {
 	case n == nil:
@@ -57,4 +58,24 @@ func (r *RedisClusterReconciler) recordEvents(s *scope, actionsOnly bool) {
 		}
 		r.Recorder.Event(s.rc, typ, e.reason, e.message)
 	}
+}
+
+// mastersChanged records a MasterChanged event for each shard whose master
+// node in status.shards is another node than before (both known).
+func mastersChanged(s *scope) {
+	for _, n := range s.rc.Status.Shards {
+		for _, o := range s.original.Status.Shards {
+			if o.Name == n.Name && o.MasterNodeID != "" && n.MasterNodeID != "" && o.MasterNodeID != n.MasterNodeID && n.MasterPod != "" {
+				s.normal("MasterChanged", "Shard %s: the master is now %s (node %s), was %s (node %s)",
+					n.Name, n.MasterPod, n.MasterNodeID, orNone(o.MasterPod), o.MasterNodeID)
+			}
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

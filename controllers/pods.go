@@ -44,10 +44,13 @@ type shardPods struct {
 }
 
 // groupPods sorts pods into shards. stsByIndex holds the live StatefulSets
-// by shard index; desired is spec.shards. Pods of unknown shards are
-// ignored (their StatefulSet is gone and they are terminating).
+// by shard index; desired is spec.shards; leaving are the indices of the
+// leaving shards, which are expected to run at least 1 + replicasPerShard
+// pods whatever their StatefulSet says (one deleted or scaled down by hand
+// is being restored: until then the shard is not ready). Pods of unknown
+// shards are ignored (their StatefulSet is gone and they are terminating).
 func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) string,
-	stsByIndex map[int]*appsv1.StatefulSet, pods []corev1.Pod) []*shardPods {
+	stsByIndex map[int]*appsv1.StatefulSet, leaving []int, pods []corev1.Pod) []*shardPods {
 	byIndex := map[int]*shardPods{}
 	get := func(i int) *shardPods {
 		if s, ok := byIndex[i]; ok {
@@ -60,6 +63,12 @@ func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) s
 	for i := 0; i < desired; i++ {
 		s := get(i)
 		s.Expected = 1 + replicasPerShard
+		s.DesiredHash = desiredHash(i)
+	}
+	for _, i := range leaving {
+		s := get(i)
+		s.Expected = 1 + replicasPerShard
+		// What a recreated StatefulSet carries; a live one's own below.
 		s.DesiredHash = desiredHash(i)
 	}
 	for i, sts := range stsByIndex {

@@ -71,9 +71,13 @@ const (
 
 // RedisClusterReconciler reconciles v1beta1 RedisClusters.
 type RedisClusterReconciler struct {
-	Client   client.Client
-	Scheme   *runtime.Scheme
-	Recorder record.EventRecorder
+	Client client.Client
+	// APIReader reads from the API server, not the cache: the fresh
+	// object a status write lost to a conflict is retried on. Default: the
+	// manager's; Client when unset outside a manager.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  record.EventRecorder
 
 	// ResyncPeriod is how often a settled cluster is observed again.
 	ResyncPeriod time.Duration
@@ -99,6 +103,9 @@ type RedisClusterReconciler struct {
 func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Scheme == nil {
 		r.Scheme = mgr.GetScheme()
@@ -126,7 +133,11 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return fmt.Errorf("indexing RedisClusters by auth Secret: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&cachev1beta1.RedisCluster{}).
+		// A spec change (generation) or an annotation (refresh, skip
+		// cleanup); not the controller's own status writes, which would
+		// start a pass per write, each racing the cache to a conflict.
+		For(&cachev1beta1.RedisCluster{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&corev1.Service{}).
@@ -145,8 +156,8 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 
 // Reconcile is one pass: get the RedisCluster, handle deletion, ensure the
 // finalizer, then run the phases of reconcileNormal and write the status
-// (deferred, and only when it changed).
-func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+// (deferred, and only when it changed; see finishPass).
+func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	log := ctrl.LoggerFrom(ctx)
 	rc := &cachev1beta1.RedisCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
@@ -167,12 +178,38 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	s := newScope(rc, r.Clock.Now(), log)
-	defer func() {
-		if err := r.updateStatus(ctx, s, retErr); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer func() { res, retErr = r.finishPass(ctx, s, res, retErr) }()
 	return r.reconcileNormal(ctx, s)
+}
+
+// finishPass writes the status and settles what the pass returns. A write
+// lost to a newer version of an object (a conflict: the cache was behind)
+// is an ordinary race, not a failure: the pass is retried soon, without an
+// error (so without controller-runtime's error log and stack trace) and
+// without a ReconcileError in status. An error always comes with a zero
+// result.
+func (r *RedisClusterReconciler) finishPass(ctx context.Context, s *scope, res ctrl.Result, passErr error) (ctrl.Result, error) {
+	if apierrors.IsConflict(passErr) {
+		s.log.V(1).Info("An object changed under the pass; retrying", "error", passErr.Error())
+		if errors.Is(s.obs.ReconcileErr, passErr) {
+			s.obs.ReconcileErr = nil
+		}
+		passErr, res = nil, ctrl.Result{RequeueAfter: stepRequeue}
+	}
+	err := r.updateStatus(ctx, s, passErr)
+	if apierrors.IsConflict(err) {
+		s.log.V(1).Info("The status changed under the pass; retrying", "error", err.Error())
+		err, res = nil, ctrl.Result{RequeueAfter: stepRequeue}
+	}
+	switch {
+	case passErr != nil && err != nil:
+		return ctrl.Result{}, kerrors.NewAggregate([]error{passErr, err})
+	case passErr != nil:
+		return ctrl.Result{}, passErr
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	return res, nil
 }
 
 // phase is one step of reconcileNormal. It returns when to look again
@@ -192,6 +229,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.removeLeftShards,
 		r.reconcileRollout,
 		r.reconcileReplicaScaleDown,
+		r.removeReplicaClaims,
 		r.reconcileLiveConfig,
 		r.reconcileRotation,
 	} {
@@ -261,27 +299,39 @@ func (r *RedisClusterReconciler) updateStatus(ctx context.Context, s *scope, pas
 // middle of a pass (announceWork), which leaves observedGeneration alone:
 // the pass has not succeeded yet.
 func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, passErr error, final bool) error {
-	rc := s.rc
 	succeeded := passErr == nil && final
 	if passErr != nil && s.obs.SpecErr == nil && s.obs.ReconcileErr == nil {
 		s.obs.ReconcileErr = passErr
 	}
-	applyObservation(rc, &s.obs, s.now, succeeded)
-	health := r.computeHealth(ctx, s)
-	rc.Status.Health = &health
-	r.metrics.observe(rc, s.obs.Topology)
-
-	if equality.Semantic.DeepEqual(s.original.Status, rc.Status) {
-		r.emitTransitionEvents(s)
-		return nil
+	err := r.patchStatus(ctx, s, succeeded)
+	// The patch carries the resourceVersion it is based on: a pass that
+	// worked from a stale cached object conflicts instead of writing. Then
+	// the status is computed again on the object read fresh from the API
+	// server (its conditions, transition times and events against that
+	// status) and written at once, a few times at most. A newer generation
+	// is left to its own pass, as are the transition events a failed write
+	// leaves unrecorded.
+	for attempt := 0; apierrors.IsConflict(err) && attempt < statusWriteAttempts; attempt++ {
+		latest := &cachev1beta1.RedisCluster{}
+		if gerr := r.reader().Get(ctx, client.ObjectKeyFromObject(s.rc), latest); gerr != nil {
+			break
+		}
+		if latest.Generation != s.rc.Generation || !latest.DeletionTimestamp.IsZero() {
+			break
+		}
+		credentials := s.rc.Status.Credentials
+		// When another write changed the status, the pass's status events
+		// were judged against a stale one, and that write's pass recorded
+		// its own. The actions' events stay.
+		if !equality.Semantic.DeepEqual(latest.Status, s.original.Status) {
+			s.events = slices.DeleteFunc(s.events, func(e event) bool { return !e.action })
+		}
+		s.original = latest.DeepCopy()
+		s.rc = latest
+		s.rc.Status.Credentials = credentials
+		err = r.patchStatus(ctx, s, succeeded)
 	}
-	// The patch carries the resourceVersion the pass started from: a pass
-	// that worked from a stale cached object conflicts instead of writing,
-	// and its transition events (computed against that stale status) are
-	// not emitted twice; the conflict requeues the object. Its actions'
-	// events are recorded all the same.
-	s.log.V(1).Info("Writing status", "phase", rc.Status.Phase)
-	if err := r.Client.Status().Patch(ctx, rc, client.MergeFromWithOptions(s.original, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err != nil {
 		// The actions happened whatever the status says; record them once.
 		r.recordEvents(s, true)
 		s.events = slices.DeleteFunc(s.events, func(e event) bool { return e.action })
@@ -292,6 +342,33 @@ func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, pass
 	}
 	r.emitTransitionEvents(s)
 	return nil
+}
+
+// statusWriteAttempts bounds the immediate retries of a status write
+// lost to a conflict.
+const statusWriteAttempts = 3
+
+// patchStatus computes the status of s.rc from the pass's observation
+// (conditions against s.original's), and writes it when it differs from
+// s.original's, as a merge patch guarded by s.original's resourceVersion.
+func (r *RedisClusterReconciler) patchStatus(ctx context.Context, s *scope, succeeded bool) error {
+	rc := s.rc
+	applyObservation(rc, &s.obs, s.now, succeeded)
+	health := r.computeHealth(ctx, s)
+	rc.Status.Health = &health
+	r.metrics.observe(rc, s.obs.Topology)
+	if equality.Semantic.DeepEqual(s.original.Status, rc.Status) {
+		return nil
+	}
+	s.log.V(1).Info("Writing status", "phase", rc.Status.Phase)
+	return r.Client.Status().Patch(ctx, rc, client.MergeFromWithOptions(s.original, client.MergeFromWithOptimisticLock{}))
+}
+
+func (r *RedisClusterReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // engine returns a topology engine that authenticates with password and

@@ -2,10 +2,13 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/topology"
@@ -35,6 +38,8 @@ type scope struct {
 	statefulSets map[int]*appsv1.StatefulSet
 	// shards are the desired and leaving shards with their pods.
 	shards []*shardPods
+	// leaving are the indices of the leaving shards (see leaving.go).
+	leaving []int
 
 	// result is the engine's last Result this pass (nil if it did not run).
 	result *topology.Result
@@ -64,24 +69,39 @@ type event struct {
 func newScope(rc *cachev1beta1.RedisCluster, now time.Time, log logr.Logger) *scope {
 	s := &scope{rc: rc, original: rc.DeepCopy(), now: now, log: log}
 	s.obs.DesiredShards = int(rc.Spec.Shards)
+	s.obs.ReplicasPerShard = int(rc.Spec.ReplicasPerShard)
+	s.obs.FormedBefore = formedBefore(&rc.Status)
+	s.obs.PreviousShards = slices.Clone(rc.Status.Shards)
+	if c := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == cachev1beta1.RedisClusterShardLostReason {
+		s.obs.LostBefore = c.Message
+	}
 	return s
 }
 
 // busy reports whether the pass left work that no Kubernetes event will
-// announce, so the next pass should come soon.
+// announce, so the next pass should come soon. A lost shard or a failing
+// step is not busy: it waits for a person (reconcileTopology backs off, or
+// the error's retries do).
 func (s *scope) busy() bool {
 	if s.acted {
 		return true
+	}
+	if s.obs.lostMessage() != "" || s.obs.ReconcileErr != nil {
+		return false
 	}
 	t := s.obs.Topology
 	return len(s.obs.Pods.NotReady) > 0 || (t != nil && !t.Converged) || len(s.obs.StalePods) > 0 || len(s.obs.Leaving) > 0
 }
 
-// desired is the engine's target: spec.shards shards, leaving shards to drain.
+// desired is the engine's target: spec.shards shards, leaving shards to
+// drain. Formed comes from status (formedBefore), never from the nodes: a
+// cluster whose every node came back empty is still formed.
 func (s *scope) desired() topology.Desired {
 	d := topology.Desired{
 		ReplicasPerShard: int(s.rc.Spec.ReplicasPerShard),
 		AllowDataLoss:    s.rc.Spec.LostShardPolicy == cachev1beta1.LostShardReassign,
+		Formed:           s.obs.FormedBefore,
 	}
 	for _, sh := range s.shards {
 		if sh.Desired {

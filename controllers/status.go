@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -37,9 +38,24 @@ type observation struct {
 	// Topology is nil when no Redis node was observed this pass.
 	Topology *topologyObservation
 
-	// DesiredShards is spec.shards; Leaving names shards being removed.
+	// DesiredShards is spec.shards; Leaving names shards being removed
+	// (status.leavingShards).
 	DesiredShards int
 	Leaving       []string
+	// ReplicasPerShard is spec.replicasPerShard.
+	ReplicasPerShard int
+	// FormedBefore: status recorded that the cluster was formed (see
+	// formedBefore), so slots without an owner are lost data, not a
+	// cluster to bootstrap.
+	FormedBefore bool
+	// LostBefore is the message of the ShardLost verdict the status held
+	// when the pass began ("" if none): a pass that cannot judge the loss
+	// (the engine did not run) keeps it rather than flapping to another
+	// reason.
+	LostBefore string
+	// PreviousShards is status.shards as the pass found it: the last known
+	// master and slot ranges of each shard.
+	PreviousShards []cachev1beta1.ShardStatus
 	// StalePods are pods whose template hash differs from their
 	// StatefulSet's: a rolling update is under way.
 	StalePods []string
@@ -88,6 +104,8 @@ type topologyObservation struct {
 	EngineErr error
 
 	SlotsAssigned int
+	// Unassigned are the slot ranges no reachable master owns.
+	Unassigned    []topology.SlotRange
 	OpenSlots     bool
 	StateOK       bool
 	KnownNodes    int
@@ -98,17 +116,24 @@ type topologyObservation struct {
 	SlotsToMove bool
 	// ShortOfReplicas names desired shards with fewer replicas than spec.
 	ShortOfReplicas []string
+	// ReplicasShort maps each desired shard that owns slots to how many
+	// reachable replicas it lacks (only shards that lack some).
+	ReplicasShort map[string]int
+	// FailedNodes are the nodes a reachable node flags fail (a majority
+	// of masters agreed they are unreachable), by pod name when known,
+	// else by node ID.
+	FailedNodes []string
 
 	Shards    []cachev1beta1.ShardStatus
 	DataLoss  *topology.LostShard
 	Migration *cachev1beta1.MigrationStatus
 }
 
-// formed reports whether the cluster has ever been set up: some slot is
-// assigned. Before that, missing pods and unassigned slots are bootstrap,
-// not degradation.
+// formed reports whether the cluster has ever been set up: status says
+// so, or some slot is assigned now. Before that, missing pods and
+// unassigned slots are bootstrap, not degradation.
 func (o *observation) formed() bool {
-	return o.Topology != nil && o.Topology.SlotsAssigned > 0
+	return o.FormedBefore || (o.Topology != nil && o.Topology.SlotsAssigned > 0)
 }
 
 // conditionResult is one computed condition.
@@ -170,9 +195,14 @@ func slotsCondition(o *observation) conditionResult {
 	case t.OpenSlots:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterOpenSlotsReason,
 			"Some slots are importing or migrating; the operator finishes or rolls back the move."}
+	case t.SlotsAssigned < topology.NumSlots && o.lostMessage() != "":
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterShardLostReason,
+			fmt.Sprintf("%d of %d slots are assigned; slots %s have no owner: they were lost with their shard (see Degraded).",
+				t.SlotsAssigned, topology.NumSlots, rangesText(t.Unassigned))}
 	case t.SlotsAssigned < topology.NumSlots:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterSlotsUncoveredReason,
-			fmt.Sprintf("%d of %d slots are assigned to a live master.", t.SlotsAssigned, topology.NumSlots)}
+			fmt.Sprintf("%d of %d slots are assigned to a live master; no reachable master owns %s.",
+				t.SlotsAssigned, topology.NumSlots, uncoveredText(o))}
 	default:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReadyReason,
 			fmt.Sprintf("All %d slots are assigned.", topology.NumSlots)}
@@ -181,14 +211,18 @@ func slotsCondition(o *observation) conditionResult {
 
 // degradedCondition: the cluster serves with reduced redundancy or not at
 // all, or a step keeps failing. Before the cluster is formed only a bad
-// spec or a failing step degrade it.
+// spec or a failing step degrade it. It reflects the last observation: a
+// master the operator cannot reach (its slots are uncovered), a shard with
+// fewer reachable replicas than spec that no starting pod explains, a node
+// Redis flags fail.
 func degradedCondition(o *observation) conditionResult {
 	t := o.Topology
+	lost := o.lostMessage()
 	switch {
 	case o.SpecErr != nil:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterInvalidSpecReason, sentence(o.SpecErr.Error())}
-	case t != nil && t.DataLoss != nil:
-		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterShardLostReason, dataLossMessage(t.DataLoss)}
+	case lost != "":
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterShardLostReason, lost}
 	case o.ReconcileErr != nil:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReconcileErrorReason, sentence(o.ReconcileErr.Error())}
 	case !o.PodsObserved:
@@ -199,22 +233,82 @@ func degradedCondition(o *observation) conditionResult {
 			reason, msg = cachev1beta1.RedisClusterUnknownReason, "The cluster is not formed yet."
 		}
 		return conditionResult{metav1.ConditionFalse, reason, msg}
+	case t == nil:
+		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason,
+			fmt.Sprintf("Redis was not observed this pass (%d of %d pods ready).", o.Pods.Ready, o.Pods.Expected)}
 	case !t.StateOK:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterClusterStateFailReason,
 			"cluster_state is fail on some node: the cluster refuses queries."}
 	case t.SlotsAssigned < topology.NumSlots:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterSlotsUncoveredReason,
-			fmt.Sprintf("Only %d of %d slots have a live master.", t.SlotsAssigned, topology.NumSlots)}
+			fmt.Sprintf("Only %d of %d slots have a master the operator can reach; uncovered: %s.",
+				t.SlotsAssigned, topology.NumSlots, uncoveredText(o))}
 	case len(o.Pods.Overdue) > 0:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
 			fmt.Sprintf("Pods not ready for more than %s: %s.", podStartGrace, names(o.Pods.Overdue))}
-	case len(t.Unreachable) > 0 && !t.EngineRan:
+	case len(t.Unreachable) > 0:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterRedisUnreachableReason,
 			fmt.Sprintf("Redis does not answer on ready pods: %s.", names(t.Unreachable))}
-	default:
-		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterReadyReason,
-			"Every slot has a live master; no loss of redundancy observed."}
 	}
+	if short := unexplainedShortfall(o); len(short) > 0 {
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
+			fmt.Sprintf("Shards with fewer reachable replicas than the %d of spec: %s.", o.ReplicasPerShard, strings.Join(short, ", "))}
+	}
+	if len(t.FailedNodes) > 0 {
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterNodeFailedReason,
+			fmt.Sprintf("Redis flags nodes as failed: %s.", names(t.FailedNodes))}
+	}
+	return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterReadyReason,
+		"Every slot has a live master; no loss of redundancy observed."}
+}
+
+// unexplainedShortfall lists, as "shard (reachable of wanted)", the
+// shards owning slots that lack reachable replicas beyond the pods of the
+// shard that are still starting (missing, or not ready within
+// podStartGrace of their creation: a rolling restart, a new replica).
+func unexplainedShortfall(o *observation) []string {
+	t := o.Topology
+	var out []string
+	for _, shard := range slices.Sorted(maps.Keys(t.ReplicasShort)) {
+		starting := 0
+		for _, p := range o.Pods.NotReady {
+			if strings.HasPrefix(p, shard+"-") && !slices.Contains(o.Pods.Overdue, p) {
+				starting++
+			}
+		}
+		if short := t.ReplicasShort[shard]; short > starting {
+			want := o.ReplicasPerShard
+			out = append(out, fmt.Sprintf("%s (%d of %d replicas reachable)", shard, want-short, want))
+		}
+	}
+	return out
+}
+
+// scaling reports whether shards are being added or removed: a shard is
+// leaving, or slots must move to a desired shard that owns none and that
+// status never recorded owning any. A shard of a formed cluster that owned
+// slots and owns none now lost its master (or every node): that is no
+// scaling, whatever the count of shards owning slots says.
+func (o *observation) scaling() bool {
+	t := o.Topology
+	if len(o.Leaving) > 0 {
+		return true
+	}
+	if t == nil || !t.SlotsToMove {
+		return false
+	}
+	owned := map[string]bool{}
+	for _, sh := range o.PreviousShards {
+		if len(sh.Slots) > 0 {
+			owned[sh.Name] = true
+		}
+	}
+	for _, sh := range t.Shards {
+		if len(sh.Slots) == 0 && !owned[sh.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // progressReason says what the operator is changing, or "" when nothing.
@@ -233,7 +327,7 @@ func progressReason(o *observation) (reason, message string) {
 			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
 	case !o.formed():
 		return cachev1beta1.RedisClusterBootstrappingReason, "All pods are ready; forming the cluster and assigning slots."
-	case len(o.Leaving) > 0 || t.SlotsToMove || (t.Migration != nil && t.Migration.SlotsTotal > 0):
+	case o.scaling() || (t.Migration != nil && t.Migration.SlotsTotal > 0):
 		msg := fmt.Sprintf("Scaling to %d shards (%d own slots now).", o.DesiredShards, t.CurrentShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
 			msg = fmt.Sprintf("Scaling to %d shards (%d own slots now): %d of %d slots moved.", o.DesiredShards, t.CurrentShards, m.SlotsMoved, m.SlotsTotal)
@@ -250,6 +344,10 @@ func progressReason(o *observation) (reason, message string) {
 		switch {
 		case t.OpenSlots:
 			return cachev1beta1.RedisClusterOpenSlotsReason, sentence(msg)
+		case t.SlotsAssigned < topology.NumSlots:
+			return cachev1beta1.RedisClusterSlotsUncoveredReason, sentence(msg)
+		case len(t.Unreachable) > 0:
+			return cachev1beta1.RedisClusterRedisUnreachableReason, sentence(msg)
 		case len(t.ShortOfReplicas) > 0:
 			return cachev1beta1.RedisClusterReplicaMissingReason, sentence(msg)
 		case !t.StateOK:
@@ -269,7 +367,7 @@ func progressingCondition(rc *cachev1beta1.RedisCluster, o *observation) conditi
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterInvalidSpecReason, "Nothing can progress until the spec is fixed."}
 	case !o.PodsObserved:
 		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
-	case o.Topology != nil && o.Topology.DataLoss != nil:
+	case o.lostMessage() != "":
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterShardLostReason,
 			"Nothing changes until spec.lostShardPolicy says what to do with the lost slots."}
 	case reason == "":
@@ -351,11 +449,19 @@ func applyObservation(rc *cachev1beta1.RedisCluster, o *observation, now time.Ti
 	rc.Status.ReadyReplicas = int32(o.Pods.Ready)
 	rc.Status.Selector = labels.SelectorFromSet(resources.ClusterSelector(rc.Name)).String()
 	if t := o.Topology; t != nil {
-		rc.Status.Shards = t.Shards
+		rc.Status.Shards = keepLastKnownMasters(t.Shards, o.PreviousShards)
 		rc.Status.CurrentShards = int32(t.CurrentShards)
 		rc.Status.Migration = t.Migration
+		if rc.Status.FormedTime == nil && t.SlotsAssigned == topology.NumSlots {
+			rc.Status.FormedTime = &metav1.Time{Time: now}
+		}
 	} else {
 		rc.Status.Migration = nil
+	}
+	if o.PodsObserved {
+		// Remembered until removed (see leaving.go); a pass that stopped
+		// before the shards were grouped keeps the list.
+		rc.Status.LeavingShards = slices.Clone(o.Leaving)
 	}
 	rc.Status.MasterPod = ""
 	if len(rc.Status.Shards) > 0 {
@@ -373,15 +479,9 @@ func applyObservation(rc *cachev1beta1.RedisCluster, o *observation, now time.Ti
 		rc.Status.Credentials.Version = o.Creds.Version
 	}
 
-	if succeeded && o.SpecErr == nil && o.ReconcileErr == nil && (o.Topology == nil || o.Topology.DataLoss == nil) {
+	if succeeded && o.SpecErr == nil && o.ReconcileErr == nil && o.lostMessage() == "" {
 		rc.Status.ObservedGeneration = rc.Generation
 	}
-}
-
-func dataLossMessage(l *topology.LostShard) string {
-	return fmt.Sprintf("%d slots (%s) lost their master and every replica with their data (shards %s); "+
-		"set spec.lostShardPolicy to Reassign to give them to live masters, accepting that their keys are gone.",
-		l.SlotCount, topology.FormatRanges(l.Slots), names(l.Shards))
 }
 
 // names lists up to five names, then how many more.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 
 func healthyObservation() observation {
 	return observation{
-		DesiredShards: 3,
-		Creds:         credentialsObservation{NoAuth: true, Live: true},
-		PodsObserved:  true,
-		Pods:          podsObservation{Expected: 6, Ready: 6},
+		DesiredShards:    3,
+		ReplicasPerShard: 1,
+		Creds:            credentialsObservation{NoAuth: true, Live: true},
+		PodsObserved:     true,
+		Pods:             podsObservation{Expected: 6, Ready: 6},
 		Topology: &topologyObservation{
 			EngineRan: true, Converged: true, SlotsAssigned: topology.NumSlots, StateOK: true, KnownNodes: 6, CurrentShards: 3,
 			Shards: []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterPod: "c-shard-0-1", ReplicaPods: []string{"c-shard-0-0"}, Slots: []string{"0-5460"}}},
@@ -64,6 +66,7 @@ func TestApplyObservation(t *testing.T) {
 			mutate: func(o *observation) {
 				o.DesiredShards = 5
 				o.Topology.Converged, o.Topology.SlotsToMove = false, true
+				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"}, cachev1beta1.ShardStatus{Name: "c-shard-4"})
 				o.Topology.Migration = &cachev1beta1.MigrationStatus{SlotsMoved: 100, SlotsTotal: 6553}
 			},
 			want: want{"False/Scaling", "True/Scaling", "False/Ready", "True/Ready", cachev1beta1.PhaseScaling, true},
@@ -103,7 +106,70 @@ func TestApplyObservation(t *testing.T) {
 				o.Topology.Converged, o.Topology.SlotsAssigned = false, 10923
 				o.Topology.DataLoss = &topology.LostShard{Shards: []string{"c-shard-2"}, Slots: []topology.SlotRange{{Start: 10923, End: 16383}}, SlotCount: 5461}
 			},
-			want: want{"False/ShardLost", "False/ShardLost", "True/ShardLost", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, false},
+			want: want{"False/ShardLost", "False/ShardLost", "True/ShardLost", "False/ShardLost", cachev1beta1.PhaseDegraded, false},
+		},
+		{
+			name: "formed, then every node came back empty: lost, not bootstrapping", succeeded: true,
+			mutate: func(o *observation) {
+				o.FormedBefore = true
+				o.Topology.Converged, o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK = false, 0, 0, false
+				o.Topology.Unassigned = []topology.SlotRange{{Start: 0, End: 16383}}
+				o.Topology.DataLoss = &topology.LostShard{Slots: []topology.SlotRange{{Start: 0, End: 16383}}, SlotCount: topology.NumSlots}
+			},
+			want: want{"False/ShardLost", "False/ShardLost", "True/ShardLost", "False/ShardLost", cachev1beta1.PhaseDegraded, false},
+		},
+		{
+			name: "a master the operator cannot reach: its slots are uncovered", succeeded: true,
+			mutate: func(o *observation) {
+				o.Topology.Converged, o.Topology.SlotsAssigned = false, 10923
+				o.Topology.Unassigned = []topology.SlotRange{{Start: 0, End: 5460}}
+				o.Topology.Unreachable = []string{"c-shard-0-1"}
+			},
+			want: want{"False/SlotsUncovered", "True/SlotsUncovered", "True/SlotsUncovered", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "a shard's nodes came back empty: not scaling (field case R20)", succeeded: true,
+			mutate: func(o *observation) {
+				o.PreviousShards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterNodeID: ids("a"), Slots: []string{"0-5460"}}}
+				o.Topology.EngineRan, o.Topology.Planned, o.Topology.Converged = false, true, false
+				o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK, o.Topology.SlotsToMove = 10923, 2, false, true
+				o.Topology.Unassigned = []topology.SlotRange{{Start: 0, End: 5460}}
+				o.Topology.Shards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", ReplicaPods: []string{"c-shard-0-1"}}}
+			},
+			want: want{"False/ClusterStateFail", "True/SlotsUncovered", "True/ClusterStateFail", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "a ready pod whose Redis does not answer, the engine ran", succeeded: true,
+			mutate: func(o *observation) {
+				o.Topology.Converged = false
+				o.Topology.Unreachable = []string{"c-shard-0-0"}
+				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1}
+			},
+			want: want{"False/RedisUnreachable", "True/RedisUnreachable", "True/RedisUnreachable", "True/Ready", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "failed over: the shard has no reachable replica", succeeded: true,
+			mutate: func(o *observation) {
+				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Overdue: nil}
+				o.Topology.EngineRan, o.Topology.Converged = false, false
+				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1, "c-shard-1": 1}
+			},
+			want: want{"False/ReplicaMissing", "True/PodsPending", "True/ReplicaMissing", "True/Ready", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "a replica restarting (rolling update) is not a loss of redundancy", succeeded: true,
+			mutate: func(o *observation) {
+				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-0"}}
+				o.Topology.EngineRan, o.Topology.Converged = false, false
+				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1}
+				o.StalePods = []string{"c-shard-0-0"}
+			},
+			want: want{"False/Upgrading", "True/Upgrading", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
+		},
+		{
+			name: "a node in fail", succeeded: true,
+			mutate: func(o *observation) { o.Topology.FailedNodes = []string{ids("dead")} },
+			want:   want{"False/NodeFailed", "False/Ready", "True/NodeFailed", "True/Ready", cachev1beta1.PhaseDegraded, true},
 		},
 		{
 			name: "a failing step", succeeded: false,
@@ -185,6 +251,25 @@ func TestApplyObservation(t *testing.T) {
 				t.Errorf("a repeated observation changed the status:\n%+v\n%+v", *before, rc.Status)
 			}
 		})
+	}
+}
+
+// The Degraded and SlotsAssigned messages name what they are about: the
+// shard without a reachable replica, the uncovered slot ranges.
+func TestDegradedNamesTheShardAndSlots(t *testing.T) {
+	o := healthyObservation()
+	o.Topology.ReplicasShort = map[string]int{"c-shard-2": 1}
+	if c := degradedCondition(&o); c.status != metav1.ConditionTrue || !strings.Contains(c.message, "c-shard-2 (0 of 1 replicas reachable)") {
+		t.Errorf("Degraded %+v, want the shard named", c)
+	}
+	o = healthyObservation()
+	o.Topology.SlotsAssigned = 10923
+	o.Topology.Unassigned = []topology.SlotRange{{Start: 5461, End: 10922}}
+	o.PreviousShards = lostShardStatus().Shards
+	for _, c := range []conditionResult{degradedCondition(&o), slotsCondition(&o)} {
+		if !strings.Contains(c.message, "5461-10922 (last held by c-shard-1)") {
+			t.Errorf("%s: %q does not name the uncovered range and its shard", c.reason, c.message)
+		}
 	}
 }
 

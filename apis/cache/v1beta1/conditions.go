@@ -56,6 +56,9 @@ const (
 	RedisClusterReplicaMissingReason = "ReplicaMissing"
 	// RedisClusterClusterStateFailReason: cluster_state is fail on some node.
 	RedisClusterClusterStateFailReason = "ClusterStateFail"
+	// RedisClusterNodeFailedReason: Redis flags a node of the cluster as
+	// failed (fail: a majority of masters agreed it is unreachable).
+	RedisClusterNodeFailedReason = "NodeFailed"
 	// RedisClusterRedisUnreachableReason: Redis nodes could not be reached.
 	RedisClusterRedisUnreachableReason = "RedisUnreachable"
 	// RedisClusterReconcileErrorReason: a reconcile step failed; the message has the error.

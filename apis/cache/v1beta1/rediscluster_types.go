@@ -394,6 +394,26 @@ type RedisClusterStatus struct {
 	// Migration reports slot migration progress while scaling.
 	// +optional
 	Migration *MigrationStatus `json:"migration,omitempty"`
+
+	// FormedTime is when the controller first saw all 16384 slots assigned.
+	// It is set once and never cleared: from then on slots without an owner
+	// held data, so the controller reports them lost (Degraded, reason
+	// ShardLost) and never assigns them as on a new cluster, even when every
+	// node came back empty, unless spec.lostShardPolicy is Reassign.
+	// +optional
+	FormedTime *metav1.Time `json:"formedTime,omitempty"`
+
+	// LeavingShards names the shards (StatefulSets) being removed by a
+	// scale-in that still hold, or may hold, slots or keys. The controller
+	// recreates a leaving shard's StatefulSet (with its claims) if it is
+	// deleted, and deletes its StatefulSet, PodDisruptionBudget and claims
+	// only once the shard owns no slot, holds no key and every other node
+	// has forgotten it; then the name leaves this list.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	LeavingShards []string `json:"leavingShards,omitempty"`
 }
 
 // ShardStatus is one shard as last observed.
