@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 )
 
 // StepKind names what a Step does.
@@ -37,7 +36,8 @@ const (
 	// still owns slots unless Option is ForgetDataLoss.
 	StepForget StepKind = "Forget"
 	// StepFailover: CLUSTER FAILOVER Option on replica Node (spec: "Replica election and
-	// promotion"; TAKEOVER only when its master is unreachable and Redis did not promote).
+	// promotion"). Planned only as TAKEOVER, when the master is unreachable and no majority
+	// of the slot-owning masters is alive to elect a replica.
 	StepFailover StepKind = "Failover"
 	// StepWait: nothing to send; Redis is converging by itself (gossip, failover, sync).
 	StepWait StepKind = "Wait"
@@ -95,14 +95,16 @@ func (s Step) String() string {
 // steps that should run now. It works in phases and returns the first phase with work:
 //
 //  1. slots nobody owns are assigned (bootstrap, or after a lost shard was accepted), with
-//     distinct config epochs on a fresh cluster;
+//     distinct config epochs on a fresh cluster; in a cluster formed before (Desired.Formed)
+//     they are reported lost (ErrShardLost) unless AllowDataLoss is set;
 //  2. CLUSTER MEET for nodes missing from the cluster or known at a stale address (after a
 //     restart on a new IP; spec: "Node handshake");
 //  3. open slots are repaired: finished when both ends are alive, else rolled back, as
 //     redis-cli --cluster fix does;
 //  4. node IDs that failed and own no slots are forgotten on every node;
 //  5. a lost shard is reported (ErrShardLost) or, with AllowDataLoss, its dead owner forgotten
-//     so its slots can be re-assigned;
+//     so its slots can be re-assigned; an unreachable master is left to Redis's own election
+//     while a majority of masters can vote, and forced (TAKEOVER) only when none can;
 //  6. replicas are attached to their shard's master (CLUSTER REPLICATE), before that master
 //     receives slots (spec: "Replica migration" would otherwise move replicas around);
 //  7. slots move to reach an even split with the fewest moves (spec: "Live resharding");
@@ -185,7 +187,9 @@ func (p *planner) plan() ([]Step, error) {
 
 // fillSlots assigns unowned slots to the desired masters (bootstrap, or slots freed after a
 // lost shard was accepted). On a fresh cluster it also gives each master a distinct config
-// epoch before the first MEET, as redis-cli --cluster create does.
+// epoch before the first MEET, as redis-cli --cluster create does. In a cluster that was
+// formed before (Desired.Formed) unowned slots held data: they are reported lost instead,
+// unless AllowDataLoss is set.
 func (p *planner) fillSlots() []Step {
 	var unassigned []int
 	for s := range NumSlots {
@@ -215,6 +219,10 @@ func (p *planner) fillSlots() []Step {
 		}
 	}
 	if !isolated && !joined {
+		return nil
+	}
+	if p.desired.Formed && !p.desired.AllowDataLoss {
+		p.lostUnowned(unassigned)
 		return nil
 	}
 	for _, sh := range p.shards {
@@ -531,95 +539,6 @@ func (p *planner) forgetDeadSteps() []Step {
 		}
 	}
 	return steps
-}
-
-// takeoverAfter is how long a master may stay unreachable with a live replica before the
-// engine forces the promotion: Redis normally promotes within about 2-4 node timeouts
-// (failure detection, election delay, one retry).
-func (p *planner) takeoverAfter() time.Duration {
-	return max(6*p.nodeTimeout, 10*time.Second)
-}
-
-// orphanSteps handles slots whose owner is unreachable: wait for Redis to promote a replica
-// (forcing it with TAKEOVER if that does not happen in time), wait for the node to come
-// back, or — when every endpoint is up and none carries the owner or follows it — declare
-// the shard lost.
-func (p *planner) orphanSteps() []Step {
-	var dead []string
-	for id := range p.slotCount {
-		if p.byID[id] == nil {
-			dead = append(dead, id)
-		}
-	}
-	sort.Strings(dead)
-	var steps []Step
-	var lost []string
-	for _, id := range dead {
-		var replicas []*NodeView
-		for _, n := range p.reachable() {
-			if n.MasterID() == id {
-				replicas = append(replicas, n)
-			}
-		}
-		switch {
-		case len(replicas) > 0:
-			if best, overdue := p.overdueReplica(id, replicas); overdue {
-				steps = append(steps, Step{Kind: StepFailover, Node: best.Endpoint.Name, Option: "TAKEOVER",
-					Reason: fmt.Sprintf("master %s unreachable for more than %s and Redis promoted no replica", id, p.takeoverAfter())})
-			} else {
-				p.wait("waiting for Redis to promote a replica of unreachable master %s (%d slots)", id, p.slotCount[id])
-			}
-		case !p.allReachable:
-			p.block(ErrNotReady, "node %s owning %d slots is unreachable", id, p.slotCount[id])
-		default:
-			lost = append(lost, id)
-		}
-	}
-	if len(lost) == 0 {
-		return steps
-	}
-	ls := &LostShard{NodeIDs: lost}
-	var slots []int
-	shardNames := map[string]bool{}
-	for _, id := range lost {
-		slots = append(slots, p.ownedBy(id)...)
-		if sh := p.ownerOf[id]; sh != nil && !shardNames[sh.spec.Name] {
-			shardNames[sh.spec.Name] = true
-			ls.Shards = append(ls.Shards, sh.spec.Name)
-		}
-	}
-	sort.Ints(slots)
-	ls.Slots, ls.SlotCount = RangesOf(slots), len(slots)
-	p.lost = ls
-	if !p.desired.AllowDataLoss {
-		p.block(ErrShardLost, "%d slots (%s) were owned by node(s) %s, gone with all replicas; set AllowDataLoss to re-assign them empty",
-			ls.SlotCount, FormatRanges(ls.Slots), strings.Join(lost, ","))
-		return steps
-	}
-	for _, id := range lost {
-		if on := p.forgetTargets(id, nil); len(on) > 0 {
-			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on, Option: ForgetDataLoss,
-				Reason: fmt.Sprintf("lost owner of %d slots; data loss allowed", p.slotCount[id])})
-		}
-	}
-	return steps
-}
-
-// overdueReplica picks the replica with the highest replication offset and reports whether
-// its master has been failing in its view for longer than takeoverAfter.
-func (p *planner) overdueReplica(id string, replicas []*NodeView) (*NodeView, bool) {
-	best := replicas[0]
-	for _, r := range replicas[1:] {
-		if r.Replication.Offset > best.Replication.Offset {
-			best = r
-		}
-	}
-	rec := best.Lookup(id)
-	if rec == nil || !rec.Failing() || rec.PongRecv <= 0 || p.now.IsZero() {
-		return best, false
-	}
-	last := time.UnixMilli(rec.PongRecv)
-	return best, p.now.Sub(last) > p.takeoverAfter()
 }
 
 // placementSteps makes every other node of a desired shard replicate that shard's master.
