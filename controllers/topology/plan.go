@@ -721,18 +721,23 @@ func shardSortKey(sh *shardState) int {
 }
 
 // forgetLeavingSteps forgets the nodes of drained Leaving shards on every other node, all
-// at once so the 60 s ban of CLUSTER FORGET covers the whole round.
+// at once so the 60 s ban of CLUSTER FORGET covers the whole round. A shard without slots
+// whose nodes still hold keys, or cannot be asked, blocks with the reason.
 func (p *planner) forgetLeavingSteps() []Step {
 	var steps []Step
 	for _, sh := range p.leaving {
-		ids, ok := p.drained(sh)
-		if !ok {
+		ids, free := p.slotsFree(sh)
+		if !free {
+			continue
+		}
+		if err := p.keysLeft(sh); err != nil {
+			p.blockers = append(p.blockers, err)
 			continue
 		}
 		for _, id := range ids {
 			if on := p.forgetTargets(id, sh); len(on) > 0 {
 				steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
-					Reason: fmt.Sprintf("leaving shard %s owns no slots", sh.spec.Name)})
+					Reason: fmt.Sprintf("leaving shard %s owns no slots and holds no keys", sh.spec.Name)})
 			}
 		}
 	}

@@ -29,9 +29,9 @@ type ShardSpec struct {
 type Desired struct {
 	// Shards own the 16384 slots, split evenly (counts differ by at most one), in order.
 	Shards []ShardSpec
-	// Leaving shards are being removed: their slots are migrated to Shards, then their nodes
-	// are forgotten by every other node (spec: "Removing nodes from a cluster"); a Leaving
-	// shard is reported removable only after that.
+	// Leaving shards are being removed: their slots are migrated to Shards, then, once every
+	// node of theirs reports DBSIZE 0, their nodes are forgotten by every other node (spec:
+	// "Removing nodes from a cluster"); a Leaving shard is reported removable only after that.
 	Leaving []ShardSpec
 	// ReplicasPerShard is the number of replicas each shard's master must have.
 	ReplicasPerShard int
@@ -183,8 +183,10 @@ type Result struct {
 	// masters in an even split that every node agrees on, no open slots, each shard with
 	// ReplicasPerShard replicas in sync, Leaving shards forgotten.
 	Converged bool
-	// Removable lists Leaving shards that own no slots and that every other reachable node
-	// has forgotten: their pods can be deleted.
+	// Removable lists Leaving shards that are drained — every node of theirs reachable, none
+	// owning a slot or having an open slot, every master answering DBSIZE 0 (a replica's keys
+	// are its master's copy) — and that every other reachable node has forgotten: their pods
+	// and claims can be deleted.
 	Removable []string
 	Shards    []ShardStatus
 	Message   string
