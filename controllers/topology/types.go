@@ -146,6 +146,13 @@ var (
 	ErrNoProgress = errors.New("no progress")
 	// ErrFailover: a requested failover did not complete.
 	ErrFailover = errors.New("failover failed")
+	// ErrKeyConflict: moving a slot's keys (a live migration, or rolling back an open slot)
+	// found a key on both nodes with different values (MIGRATE without REPLACE answered
+	// BUSYKEY and the values were compared). The move stopped with the slot still open and
+	// neither copy changed; the error names the slot, the key and both nodes. Retrying cannot
+	// fix it: a human decides which value wins (delete the wrong copy), then the next
+	// Reconcile finishes the move.
+	ErrKeyConflict = errors.New("key conflict during slot migration")
 )
 
 // Progress reports what a running Reconcile is doing; Reconcile calls the progress callback
@@ -199,12 +206,21 @@ type Options struct {
 	Password       string        // AUTH for every node (may be empty); never logged
 	DialTimeout    time.Duration // default 2 s
 	CommandTimeout time.Duration // per ordinary command; default 5 s
-	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and per MIGRATE ... KEYS
-	// (default 200; redis-cli uses 10). Larger batches mean fewer round trips but longer
+	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and at most per MIGRATE ...
+	// KEYS (default 200; redis-cli uses 10). Larger batches mean fewer round trips but longer
 	// MIGRATE calls, during which the source serves no other client.
 	MigrateBatch int
-	// MigrateTimeout is MIGRATE's timeout argument: the longest the source waits on the
-	// target for one batch (default 30 s).
+	// MigrateBatchBytes bounds the bytes of one MIGRATE ... KEYS, summed from MEMORY USAGE of
+	// its keys (default 2 MiB); a single larger key is migrated alone.
+	MigrateBatchBytes int64
+	// MigrateRoundBytes bounds the bytes of the MIGRATE calls pipelined to one source at once
+	// (default 8 MiB): the source runs them back to back in its event loop, so this bounds
+	// how long it answers neither clients nor the cluster bus. Cancellation is honoured
+	// between such chunks.
+	MigrateRoundBytes int64
+	// MigrateTimeout is MIGRATE's timeout argument, the longest the source waits on the
+	// target for one read or write (default 30 s); it is capped at a quarter of the nodes'
+	// cluster-node-timeout, so a stalled target cannot make the source look failed.
 	MigrateTimeout time.Duration
 	// MigrateSlotsPerRound is how many slots of one move are handled together: their
 	// SETSLOT, GETKEYSINSLOT and MIGRATE commands are pipelined (default 64).
