@@ -241,7 +241,9 @@ func (e *Engine) resolveBusy(ctx context.Context, c *conns, n, t *NodeView, host
 }
 
 // askingPipe runs one read per key on cl, each preceded by ASKING so that a node importing
-// the key's slot serves it (spec: "ASK redirection"); harmless on the slot's owner.
+// the key's slot serves it (spec: "ASK redirection"); harmless on the slot's owner. A key
+// answered with nil or with an ASK redirection is absent on that node (the command then
+// carries that error, which callers treat as "no value").
 func (e *Engine) askingPipe(ctx context.Context, cl *redis.Client, name string, keys []string, read func(context.Context, redis.Pipeliner, string) redis.Cmder) ([]redis.Cmder, error) {
 	cctx, cancel := e.cmdCtx(context.WithoutCancel(ctx))
 	defer cancel()
@@ -255,7 +257,8 @@ func (e *Engine) askingPipe(ctx context.Context, cl *redis.Client, name string, 
 		return nil, fmt.Errorf("%s: %w", name, connErr(err))
 	}
 	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		// A node migrating the slot answers ASK for a key it no longer holds: absent here.
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "ASK ") {
 			return nil, fmt.Errorf("%s: %s: %w", name, strings.Join(argStrings(cmd.Args()), " "), classify(err))
 		}
 	}
