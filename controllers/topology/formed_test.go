@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
 // wipeShard brings every pod of shard back as a fresh empty node (claims deleted) and,
@@ -91,4 +94,65 @@ func TestSimFormedShardForgottenAfterLoss(t *testing.T) {
 	// A new cluster (Formed false) is still bootstrapped as before.
 	d.Formed, d.AllowDataLoss = false, false
 	s.mustConverge(d)
+}
+
+// Real redis-server: every node of a formed cluster comes back empty (its volume lost); the
+// engine assigns no slot and reports them all lost, until AllowDataLoss.
+func TestFormedClusterComesBackEmpty(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(3, 1)
+	d := c.desired(0, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	redistest.Load(t, c.client(d), redistest.Dataset{Prefix: "f", Keys: 3000})
+	for _, s := range all {
+		n := c.nodes[s][0]
+		n.Kill()
+		n.Wipe()
+		n.Restart()
+	}
+	d.Formed = true
+	res, err := c.tryReconcile(d, nil, time.Minute)
+	if !errors.Is(err, ErrShardLost) || res.DataLoss == nil || res.DataLoss.SlotCount != NumSlots || res.Converged {
+		t.Fatalf("error %v, result %+v; want ErrShardLost for all slots", err, res)
+	}
+	t.Logf("reported: %s", res.Message)
+	for _, n := range c.observe(d).Nodes {
+		if n.OwnSlots().Len() > 0 {
+			t.Fatalf("%s was given %d slots", n.Endpoint.Name, n.OwnSlots().Len())
+		}
+	}
+	d.AllowDataLoss = true
+	c.assertShape(d, c.reconcile(d, nil))
+}
+
+// Real redis-server: one shard's node comes back empty and the others forget its old ID by
+// hand (CLUSTER FORGET): its slots are then unassigned everywhere, and the engine reports
+// them lost for that shard instead of handing them to the fresh node.
+func TestFormedShardForgottenAfterLoss(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(3, 1)
+	d := c.desired(0, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	ds := redistest.Dataset{Prefix: "f", Keys: 3000}
+	redistest.Load(t, c.client(d), ds)
+	old := c.observe(d).Node("s2-0")
+	want := FormatRanges(old.OwnSlots().Ranges())
+	n := c.nodes["s2"][0]
+	n.Kill()
+	n.Wipe()
+	n.Restart()
+	for _, s := range all[:2] {
+		c.nodes[s][0].Do("CLUSTER", "FORGET", old.ID)
+	}
+	d.Formed = true
+	res, err := c.tryReconcile(d, nil, time.Minute)
+	if !errors.Is(err, ErrShardLost) || res.DataLoss == nil {
+		t.Fatalf("error %v (%s); want ErrShardLost", err, res.Message)
+	}
+	if got := FormatRanges(res.DataLoss.Slots); got != want || fmt.Sprint(res.DataLoss.Shards) != "[s2]" {
+		t.Fatalf("DataLoss %+v, want slots %s of shard s2", res.DataLoss, want)
+	}
+	if c.observe(d).Node("s2-0").OwnSlots().Len() > 0 {
+		t.Fatal("the fresh node was given the lost slots")
+	}
 }
