@@ -235,8 +235,10 @@ func (e *Engine) forget(ctx context.Context, c *conns, view *ClusterView, s Step
 }
 
 // stabilize moves n's keys in s.Slots to s.Target (when set) and clears the slots' open
-// state with CLUSTER SETSLOT STABLE.
+// state with CLUSTER SETSLOT STABLE. It runs to its end even when ctx is cancelled (each
+// command keeps its own timeout), so a repair is never left half-done.
 func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *NodeView, s Step) error {
+	ctx = context.WithoutCancel(ctx)
 	slots := expand(s.Slots)
 	if s.Target != "" {
 		t, err := node(view, s.Target)

@@ -133,9 +133,11 @@ var (
 	ErrInvalidDesired = errors.New("invalid desired topology")
 	// ErrNotReady: nodes the engine needs are unreachable, missing or still starting; retry later.
 	ErrNotReady = errors.New("cluster not ready")
-	// ErrShardLost: a shard's master and all its replicas are gone with their data and
-	// Desired.AllowDataLoss is false; Result.DataLoss says which slots. Nothing destructive
-	// was done.
+	// ErrShardLost: slots whose data is gone, and Desired.AllowDataLoss is false: a shard's
+	// master and all its replicas are gone with their data, or (Desired.Formed) slots of a
+	// formed cluster have no owner any more, e.g. every node came back empty.
+	// Result.DataLoss says which slots and, where known, which shards. Nothing destructive
+	// was done: no slot is assigned, no owner forgotten.
 	ErrShardLost = errors.New("shard lost")
 	// ErrAuth: a node rejected the password.
 	ErrAuth = errors.New("authentication failed")
@@ -174,11 +176,14 @@ type ShardStatus struct {
 	SlotCount    int
 }
 
-// LostShard describes slots whose owner and every replica of it are gone with their data
-// (all endpoints are reachable and none carries the owner's node ID).
+// LostShard describes slots whose data is gone: their owner and every replica of it are
+// gone (all endpoints are reachable and none carries the owner's node ID), or, in a formed
+// cluster (Desired.Formed), no node claims them any more.
 type LostShard struct {
-	Shards    []string // names of the shards the slots belonged to, when known
-	NodeIDs   []string // IDs of the vanished owners
+	// Shards names the shards the slots belonged to, when known: the shard of a vanished
+	// owner; for slots nobody claims, the desired shards that own no slots.
+	Shards    []string
+	NodeIDs   []string // IDs of the vanished owners; none for slots nobody claims
 	Slots     []SlotRange
 	SlotCount int
 }
