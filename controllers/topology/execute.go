@@ -245,7 +245,7 @@ func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *
 		if err != nil {
 			return err
 		}
-		if _, err := e.drainKeys(ctx, c, n, t, slots); err != nil {
+		if _, err := e.drainKeys(ctx, c, n, t, slots, nil); err != nil {
 			return err
 		}
 	}

@@ -45,7 +45,10 @@ func (e *Engine) migrateTimeout(n, t *NodeView) time.Duration {
 // blindly: Redis answers BUSYKEY for it (the other keys of the batch still move), and
 // resolveBusy compares the two values: equal values finish with REPLACE; different values
 // stop the move with ErrKeyConflict, with both copies left as they are.
-func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots []int) (int64, error) {
+//
+// first, when not nil, holds the CLUSTER GETKEYSINSLOT replies for slots already read (the
+// caller pipelined them with its own commands) and serves the first pass.
+func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots []int, first []*redis.StringSliceCmd) (int64, error) {
 	host, port, err := net.SplitHostPort(t.Endpoint.Addr)
 	if err != nil {
 		return 0, err
@@ -58,7 +61,8 @@ func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots 
 		if err := ctx.Err(); err != nil {
 			return moved, err
 		}
-		batches, next, err := e.scanBatches(ctx, cl, n, pending)
+		batches, next, err := e.scanBatches(ctx, cl, n, pending, first)
+		first = nil
 		if err != nil {
 			return moved, err
 		}
@@ -94,22 +98,22 @@ func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots 
 	return moved, nil
 }
 
-// scanBatches reads up to MigrateBatch key names of each slot and their MEMORY USAGE, and
-// cuts them into batches. next lists the slots that returned a full batch of names.
-func (e *Engine) scanBatches(ctx context.Context, cl *redis.Client, n *NodeView, slots []int) ([]migrateBatch, []int, error) {
+// scanBatches reads up to MigrateBatch key names of each slot (unless gets holds them
+// already) and their MEMORY USAGE, and cuts them into batches. next lists the slots that
+// returned a full batch of names.
+func (e *Engine) scanBatches(ctx context.Context, cl *redis.Client, n *NodeView, slots []int, gets []*redis.StringSliceCmd) ([]migrateBatch, []int, error) {
 	cctx, cancel := e.cmdCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	batch := e.opts.MigrateBatch
-	pipe := cl.Pipeline()
-	gets := make([]*redis.StringSliceCmd, len(slots))
-	for i, s := range slots {
-		gets[i] = pipe.ClusterGetKeysInSlot(cctx, s, batch)
-	}
-	if err := execPipe(cctx, pipe, n.Endpoint.Name); err != nil {
-		return nil, nil, err
+	if gets == nil {
+		pipe := cl.Pipeline()
+		gets = e.queueKeysInSlots(cctx, pipe, slots)
+		if err := execPipe(cctx, pipe, n.Endpoint.Name); err != nil {
+			return nil, nil, err
+		}
 	}
 	var next []int
-	pipe = cl.Pipeline()
+	pipe := cl.Pipeline()
 	sizes := make([][]*redis.IntCmd, len(slots))
 	for i, g := range gets {
 		if len(g.Val()) == batch {
@@ -137,6 +141,15 @@ func (e *Engine) scanBatches(ctx context.Context, cl *redis.Client, n *NodeView,
 		}
 	}
 	return out, next, nil
+}
+
+// queueKeysInSlots queues CLUSTER GETKEYSINSLOT <slot> MigrateBatch for each slot.
+func (e *Engine) queueKeysInSlots(ctx context.Context, pipe redis.Pipeliner, slots []int) []*redis.StringSliceCmd {
+	gets := make([]*redis.StringSliceCmd, len(slots))
+	for i, s := range slots {
+		gets[i] = pipe.ClusterGetKeysInSlot(ctx, s, e.opts.MigrateBatch)
+	}
+	return gets
 }
 
 // migrateArgs builds MIGRATE host port "" 0 timeout [REPLACE] [AUTH pw] KEYS keys...

@@ -36,6 +36,10 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 	}
 	m := &move{c: c, src: src, dst: dst, srcSelf: srcSelf, dstSelf: dstSelf,
 		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...)}
+	// Telling the other masters is optional (gossip spreads it too): it overlaps the next
+	// round instead of delaying it.
+	var announced sync.WaitGroup
+	defer announced.Wait()
 	per := e.opts.MigrateSlotsPerRound
 	for start := 0; start < len(slots); start += per {
 		if err := ctx.Err(); err != nil {
@@ -44,7 +48,11 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		round := slots[start:min(start+per, len(slots))]
 		keys, finished, err := e.moveRound(ctx, m, round)
 		if len(finished) > 0 {
-			e.announce(ctx, c, others, dst.ID, finished)
+			announced.Add(1)
+			go func() {
+				defer announced.Done()
+				e.announce(ctx, c, others, dst.ID, finished)
+			}()
 		}
 		tr.update(func(p *Progress) {
 			p.SlotsMoved += len(finished)
@@ -98,10 +106,12 @@ func (e *Engine) moveRound(ctx context.Context, m *move, round []int) (int64, []
 			pipe.Do(cctx, "CLUSTER", "SETSLOT", s, "MIGRATING", m.dst.ID)
 		}
 	}
+	// The first key scan rides in the same pipeline, after MIGRATING: one round trip less.
+	gets := e.queueKeysInSlots(cctx, pipe, round)
 	if err := execPipe(cctx, pipe, m.src.Endpoint.Name); err != nil {
 		return 0, nil, err
 	}
-	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round)
+	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			more, finished, serr := e.settleRound(ctx, m, round)
@@ -164,7 +174,7 @@ func (e *Engine) finishSlots(ctx context.Context, m *move, slots []int) (int64, 
 		if len(again) == 0 {
 			break
 		}
-		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again)
+		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil)
 		keys += more
 		if err != nil {
 			return keys, err
@@ -208,7 +218,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		"finishing", FormatRanges(RangesOf(finish)), "rollingBack", FormatRanges(RangesOf(back)))
 	var keys int64
 	if len(finish) > 0 {
-		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish)
+		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil)
 		keys += moved
 		if err != nil {
 			return keys, nil, err
@@ -223,7 +233,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		if err := e.setStable(sctx, dstCl, m.dst.Endpoint.Name, back); err != nil {
 			return keys, finish, err
 		}
-		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back); err != nil {
+		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil); err != nil {
 			return keys, finish, err
 		}
 		if err := e.setStable(sctx, srcCl, m.src.Endpoint.Name, back); err != nil {
