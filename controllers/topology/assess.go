@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sort"
 	"strconv"
@@ -359,9 +360,39 @@ func (a *assessment) awaited(id string) bool {
 	return false
 }
 
-// drained reports whether a leaving shard owns no slots, claims none and has no open slot,
-// so its nodes may be forgotten. ids are the node IDs attributed to the shard.
+// drained reports whether a leaving shard is drained, so its nodes may be forgotten and,
+// once forgotten, deleted: it owns no slots, claims none, has no open slot (slotsFree), and
+// every node of it is reachable and every master of it answers DBSIZE 0 (keysLeft). ids are the node IDs attributed to the
+// shard.
 func (a *assessment) drained(sh *shardState) (ids []string, ok bool) {
+	ids, free := a.slotsFree(sh)
+	return ids, free && a.keysLeft(sh) == nil
+}
+
+// keysLeft explains why a leaving shard still holds data: a master of it reports keys
+// (DBSIZE > 0; ErrConflict: slots it does not own hold them, which the engine does not
+// repair by itself), or a node cannot be asked (ErrNotReady). A replica's keys are a copy
+// of its master's, so only masters count: a replica of the shard's drained master empties
+// with it, and one that follows a desired master (Redis 7.0 turns a master that lost its
+// last slot into a replica of the receiver) copies data that lives on there. nil when every
+// node is reachable and every master answers DBSIZE 0.
+func (a *assessment) keysLeft(sh *shardState) error {
+	for _, n := range sh.nodes {
+		switch {
+		case !n.Reachable():
+			return fmt.Errorf("%w: leaving shard %s: %s is unreachable, so it is not known to hold no keys; not forgetting the shard: %v",
+				ErrNotReady, sh.spec.Name, n.Endpoint.Name, n.Err)
+		case n.IsMaster() && n.Keys > 0:
+			return fmt.Errorf("%w: leaving shard %s: %s owns no slots but holds %d keys (DBSIZE); not forgetting the shard until they are moved or deleted",
+				ErrConflict, sh.spec.Name, n.Endpoint.Name, n.Keys)
+		}
+	}
+	return nil
+}
+
+// slotsFree reports whether a leaving shard owns no slots, claims none and has no open
+// slot. ids are the node IDs attributed to the shard.
+func (a *assessment) slotsFree(sh *shardState) (ids []string, ok bool) {
 	ids = a.shardIDs(sh)
 	for _, id := range ids {
 		if a.slotCount[id] > 0 {

@@ -15,6 +15,15 @@
 //     crash left half-done at the start of every pass. Failover ("Replica election and
 //     promotion", CLUSTER FAILOVER) and ApplyConfig serve rolling updates and live config.
 //
+// What the engine guarantees about data: it never assigns slots that held data as if the
+// cluster were new (Desired.Formed; ErrShardLost until AllowDataLoss); it never forces a
+// promotion while a majority of the slot-owning masters can elect one (only then could a
+// forced one leave two masters taking writes), and a planned Failover never forces; keys move
+// with MIGRATE without REPLACE, so a key present on both ends is compared, never overwritten
+// blindly (ErrKeyConflict when the values differ), in byte-bounded chunks that keep a source
+// from stalling past its node timeout; a leaving shard is drained (no slot, DBSIZE 0)
+// before it is forgotten and reported Removable.
+//
 // What the engine expects of each node's configuration: cluster-enabled yes; the address
 // in Endpoint.Addr is the one the node announces (cluster-announce-ip behind NAT or in
 // pods); masterauth equal to requirepass so replicas can sync; CLUSTER and CONFIG commands

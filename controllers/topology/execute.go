@@ -235,15 +235,17 @@ func (e *Engine) forget(ctx context.Context, c *conns, view *ClusterView, s Step
 }
 
 // stabilize moves n's keys in s.Slots to s.Target (when set) and clears the slots' open
-// state with CLUSTER SETSLOT STABLE.
+// state with CLUSTER SETSLOT STABLE. It runs to its end even when ctx is cancelled (each
+// command keeps its own timeout), so a repair is never left half-done.
 func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *NodeView, s Step) error {
+	ctx = context.WithoutCancel(ctx)
 	slots := expand(s.Slots)
 	if s.Target != "" {
 		t, err := node(view, s.Target)
 		if err != nil {
 			return err
 		}
-		if _, err := e.drainKeys(ctx, c.get(n.Endpoint.Addr), n, t, slots); err != nil {
+		if _, err := e.drainKeys(ctx, c, n, t, slots, nil); err != nil {
 			return err
 		}
 	}
@@ -366,221 +368,6 @@ func (e *Engine) selfRecord(ctx context.Context, c *conns, n *NodeView) (*NodeRe
 		}
 	}
 	return nil, parseErr("%s: no myself entry", n.Endpoint.Name)
-}
-
-// moveSlots migrates slots from src to dst following the spec's "Live resharding" order,
-// MigrateSlotsPerRound slots per pipelined round:
-//
-//  1. CLUSTER SETSLOT <slot> IMPORTING <src-id> on dst (so dst accepts ASK-redirected
-//     commands before src starts redirecting);
-//  2. CLUSTER SETSLOT <slot> MIGRATING <dst-id> on src;
-//  3. CLUSTER GETKEYSINSLOT + MIGRATE host port "" 0 timeout REPLACE [AUTH pw] KEYS ... on
-//     src until the slots are empty;
-//  4. CLUSTER SETSLOT <slot> NODE <dst-id> on dst, then on src, then on the other masters.
-//
-// Each slot's current state is read first, so a half-done slot resumes where it stopped.
-// Cancelling ctx stops between rounds: a round always completes, so no slot is left open.
-func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, tr *tracker) error {
-	srcSelf, err := e.selfRecord(ctx, c, src)
-	if err != nil {
-		return err
-	}
-	dstSelf, err := e.selfRecord(ctx, c, dst)
-	if err != nil {
-		return err
-	}
-	srcOwns, dstOwns := SlotSetOf(srcSelf.Slots...), SlotSetOf(dstSelf.Slots...)
-	srcCl, dstCl := c.get(src.Endpoint.Addr), c.get(dst.Endpoint.Addr)
-	per := e.opts.MigrateSlotsPerRound
-	for start := 0; start < len(slots); start += per {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		round := slots[start:min(start+per, len(slots))]
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*e.opts.MigrateTimeout+e.opts.CommandTimeout)
-		keys, err := e.moveRound(rctx, srcCl, dstCl, src, dst, srcSelf, dstSelf, &srcOwns, &dstOwns, round)
-		cancel()
-		if err != nil {
-			return err
-		}
-		e.announce(ctx, c, others, dst.ID, round)
-		tr.update(func(p *Progress) {
-			p.SlotsMoved += len(round)
-			p.KeysMoved += keys
-		})
-	}
-	return nil
-}
-
-func (e *Engine) moveRound(ctx context.Context, srcCl, dstCl *redis.Client, src, dst *NodeView, srcSelf, dstSelf *NodeRecord,
-	srcOwns, dstOwns *SlotSet, round []int) (int64, error) {
-	for _, s := range round {
-		if !srcOwns.Has(s) && !dstOwns.Has(s) {
-			// Someone else owns it now: SETSLOT NODE on dst would steal it. Re-plan instead.
-			return 0, fmt.Errorf("%w: slot %d is owned by neither %s nor %s any more", ErrConflict, s, src.Endpoint.Name, dst.Endpoint.Name)
-		}
-	}
-	// 1. IMPORTING on the destination.
-	pipe := dstCl.Pipeline()
-	for _, s := range round {
-		if !dstOwns.Has(s) && dstSelf.Importing[s] != src.ID {
-			pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", src.ID)
-		}
-	}
-	if err := execPipe(ctx, pipe, dst.Endpoint.Name); err != nil {
-		return 0, err
-	}
-	// 2. MIGRATING on the source.
-	pipe = srcCl.Pipeline()
-	for _, s := range round {
-		if srcOwns.Has(s) && srcSelf.Migrating[s] != dst.ID {
-			pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", dst.ID)
-		}
-	}
-	if err := execPipe(ctx, pipe, src.Endpoint.Name); err != nil {
-		return 0, err
-	}
-	// 3. Keys.
-	keys, err := e.drainKeys(ctx, srcCl, src, dst, round)
-	if err != nil {
-		return keys, err
-	}
-	// 4. NODE on the destination, then the source.
-	pipe = dstCl.Pipeline()
-	for _, s := range round {
-		pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dst.ID)
-	}
-	if err := execPipe(ctx, pipe, dst.Endpoint.Name); err != nil {
-		return keys, err
-	}
-	for attempt := 0; ; attempt++ {
-		pipe = srcCl.Pipeline()
-		cmds := make([]*redis.Cmd, len(round))
-		for i, s := range round {
-			cmds[i] = pipe.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dst.ID)
-		}
-		if _, err := pipe.Exec(ctx); connErr(err) != nil {
-			return keys, fmt.Errorf("%s: %w", src.Endpoint.Name, connErr(err))
-		}
-		var again []int
-		var errs []error
-		for i, cmd := range cmds {
-			switch err := cmd.Err(); {
-			case err == nil:
-			case strings.Contains(err.Error(), "still hold keys") && attempt == 0:
-				again = append(again, round[i]) // a key arrived after the scan: move it too
-			case strings.Contains(err.Error(), "only with masters"):
-				// The source learned from dst's gossip that its last slots moved and, as Redis
-				// 7.0 does with cluster-allow-replica-migration, turned into dst's replica: the
-				// slot is already dst's everywhere it matters.
-			default:
-				errs = append(errs, fmt.Errorf("%s: SETSLOT %d NODE: %w", src.Endpoint.Name, round[i], classify(err)))
-			}
-		}
-		if len(errs) > 0 {
-			return keys, errors.Join(errs...)
-		}
-		if len(again) == 0 {
-			break
-		}
-		more, err := e.drainKeys(ctx, srcCl, src, dst, again)
-		keys += more
-		if err != nil {
-			return keys, err
-		}
-	}
-	for _, s := range round {
-		srcOwns.Remove(s)
-		dstOwns.Add(s)
-		delete(srcSelf.Migrating, s)
-		delete(dstSelf.Importing, s)
-	}
-	return keys, nil
-}
-
-// announce tells the other masters the new owner (step 6 of the live resharding order,
-// optional: gossip would spread it too, but this makes their MOVED replies right at once).
-func (e *Engine) announce(ctx context.Context, c *conns, others []*NodeView, dstID string, round []int) {
-	var wg sync.WaitGroup
-	for _, o := range others {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := e.cmdCtx(context.WithoutCancel(ctx))
-			defer cancel()
-			pipe := c.get(o.Endpoint.Addr).Pipeline()
-			for _, s := range round {
-				pipe.Do(cctx, "CLUSTER", "SETSLOT", s, "NODE", dstID)
-			}
-			if _, err := pipe.Exec(cctx); err != nil {
-				e.log.V(1).Info("Other master not told the new owner; gossip will", "node", o.Endpoint.Name, "reason", err.Error())
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// drainKeys moves every key of slots from n to t: pipelined CLUSTER GETKEYSINSLOT for all
-// slots, then one pipelined MIGRATE ... KEYS per batch of MigrateBatch keys, until the
-// slots are empty. It returns the number of keys sent.
-func (e *Engine) drainKeys(ctx context.Context, cl *redis.Client, n, t *NodeView, slots []int) (int64, error) {
-	host, port, err := net.SplitHostPort(t.Endpoint.Addr)
-	if err != nil {
-		return 0, err
-	}
-	batch := e.opts.MigrateBatch
-	timeoutMs := e.opts.MigrateTimeout.Milliseconds()
-	var moved int64
-	pending := slots
-	for len(pending) > 0 {
-		pipe := cl.Pipeline()
-		gets := make([]*redis.StringSliceCmd, len(pending))
-		for i, s := range pending {
-			gets[i] = pipe.ClusterGetKeysInSlot(ctx, s, batch)
-		}
-		if err := execPipe(ctx, pipe, n.Endpoint.Name); err != nil {
-			return moved, err
-		}
-		var next []int
-		pipe = cl.Pipeline()
-		var migrates []*redis.Cmd
-		var sizes []int
-		for i, g := range gets {
-			keys := g.Val()
-			if len(keys) == 0 {
-				continue
-			}
-			if len(keys) == batch {
-				next = append(next, pending[i])
-			}
-			args := []any{"MIGRATE", host, port, "", 0, timeoutMs, "REPLACE"}
-			if e.opts.Password != "" {
-				args = append(args, "AUTH", e.opts.Password)
-			}
-			args = append(args, "KEYS")
-			for _, k := range keys {
-				args = append(args, k)
-			}
-			migrates = append(migrates, pipe.Do(ctx, args...))
-			sizes = append(sizes, len(keys))
-		}
-		if len(migrates) == 0 {
-			break
-		}
-		if _, err := pipe.Exec(ctx); connErr(err) != nil {
-			return moved, fmt.Errorf("%s: %w", n.Endpoint.Name, connErr(err))
-		}
-		for i, m := range migrates {
-			if err := m.Err(); err != nil && err.Error() != "NOKEY" && !strings.HasPrefix(err.Error(), "NOKEY") {
-				return moved, fmt.Errorf("%s: MIGRATE to %s: %w", n.Endpoint.Name, t.Endpoint.Name, classify(err))
-			}
-			if m.Err() == nil {
-				moved += int64(sizes[i])
-			}
-		}
-		pending = next
-	}
-	return moved, nil
 }
 
 func execPipe(ctx context.Context, pipe redis.Pipeliner, name string) error {

@@ -10,17 +10,22 @@ import (
 	"time"
 )
 
-// Failover makes replicaName the master of shard with CLUSTER FAILOVER (command page
-// CLUSTER FAILOVER, "manual failover": the master stops clients until the replica has its
-// whole replication stream, then the replica wins an election; spec: "Replica election and
-// promotion"). FORCE, and then TAKEOVER, are used only when the master is unreachable. It
-// waits until the replica reports itself master and, when the old master is reachable, until
-// that one has rejoined as the new master's replica. Rolling updates call it before
-// restarting a master.
+// Failover makes replicaName the master of shard with a plain CLUSTER FAILOVER (command page
+// CLUSTER FAILOVER, "manual failover": the master stops its clients until the replica has
+// its whole replication stream, then the replica wins an election; spec: "Replica election
+// and promotion"), so no acknowledged write is lost. It waits until the replica reports
+// itself master and until the old master has rejoined as the new master's replica. Rolling
+// updates call it before restarting a master.
+//
+// It never escalates to FORCE or TAKEOVER: when the manual failover cannot run safely — the
+// engine cannot reach the master, the replica sees its master failing, or the replica is not
+// in sync (master_link_status down) — it returns ErrNotReady with the reason and changes
+// nothing. A master that is really gone is Redis's own failover to handle (Reconcile waits
+// for it and forces a promotion only when no majority of masters can elect one).
 //
 // Calling it again after success is a no-op. Errors: ErrInvalidDesired (unknown shard or
-// replica), ErrNotReady (replica unreachable), ErrFailover (not a replica of a master,
-// replica not in sync, or the promotion did not happen in time), or ctx.Err().
+// replica), ErrNotReady (replica or master unreachable, replica not in sync), ErrFailover
+// (not a replica, or the promotion did not happen in time), or ctx.Err().
 func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, replicaName string) error {
 	if err := desired.Validate(); err != nil {
 		return err
@@ -62,30 +67,23 @@ func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, re
 		return fmt.Errorf("%w: %s is not a replica", ErrFailover, replicaName)
 	}
 	m := view.NodeByID(oldMasterID)
-	masterUp := m != nil && m.IsMaster()
-	if masterUp {
-		if rec := r.Lookup(oldMasterID); rec != nil && rec.Failing() {
-			masterUp = false
-		}
+	switch rec := r.Lookup(oldMasterID); {
+	case m == nil || !m.IsMaster():
+		return fmt.Errorf("%w: shard %s: master %s of %s is unreachable from the engine; a planned failover needs it (no forced promotion)",
+			ErrNotReady, shard, oldMasterID, replicaName)
+	case rec == nil || rec.Failing():
+		return fmt.Errorf("%w: shard %s: %s sees its master %s failing; a planned failover needs a healthy link (no forced promotion)",
+			ErrNotReady, shard, replicaName, m.Endpoint.Name)
+	case !r.Replication.MasterLinkUp:
+		return fmt.Errorf("%w: shard %s: %s is not in sync with its master %s (master_link_status down)",
+			ErrNotReady, shard, replicaName, m.Endpoint.Name)
 	}
 	timeout := max(3*view.nodeTimeout(), 10*time.Second)
-	var modes []string
-	if masterUp {
-		if !r.Replication.MasterLinkUp {
-			return fmt.Errorf("%w: %s is not in sync with its master (master_link_status down)", ErrFailover, replicaName)
-		}
-		modes = []string{"", "", ""} // a manual failover can time out under load: try again
-	} else {
-		modes = []string{"FORCE", "TAKEOVER"}
-	}
+	const attempts = 3 // a manual failover can time out under load: try again
 	promoted := false
-	for _, mode := range modes {
-		log.Info("Starting failover", "mode", strings.TrimSpace("CLUSTER FAILOVER "+mode), "masterID", oldMasterID)
-		args := []any{"CLUSTER", "FAILOVER"}
-		if mode != "" {
-			args = append(args, mode)
-		}
-		if err := e.do(ctx, c, r, args...); err != nil {
+	for range attempts {
+		log.Info("Starting failover", "mode", "CLUSTER FAILOVER", "masterID", oldMasterID)
+		if err := e.do(ctx, c, r, "CLUSTER", "FAILOVER"); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrFailover, replicaName, err)
 		}
 		ok, err := e.pollNode(ctx, c, r, timeout, func(self *NodeRecord) bool { return self.Flags.Master })
@@ -98,12 +96,9 @@ func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, re
 		}
 	}
 	if !promoted {
-		return fmt.Errorf("%w: %s not promoted after %d attempts", ErrFailover, replicaName, len(modes))
+		return fmt.Errorf("%w: %s not promoted after %d attempts", ErrFailover, replicaName, attempts)
 	}
 	log.Info("Replica promoted", "newMasterID", r.ID)
-	if !masterUp {
-		return nil
-	}
 	ok, err := e.pollNode(ctx, c, m, timeout, func(self *NodeRecord) bool {
 		return self.Flags.Replica && self.MasterID == r.ID
 	})

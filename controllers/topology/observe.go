@@ -34,6 +34,12 @@ func New(opts Options) *Engine {
 	if opts.MigrateBatch <= 0 {
 		opts.MigrateBatch = 200
 	}
+	if opts.MigrateBatchBytes <= 0 {
+		opts.MigrateBatchBytes = 2 << 20
+	}
+	if opts.MigrateRoundBytes <= 0 {
+		opts.MigrateRoundBytes = 8 << 20
+	}
 	if opts.MigrateTimeout <= 0 {
 		opts.MigrateTimeout = 30 * time.Second
 	}

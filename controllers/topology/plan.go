@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 )
 
 // StepKind names what a Step does.
@@ -37,7 +36,8 @@ const (
 	// still owns slots unless Option is ForgetDataLoss.
 	StepForget StepKind = "Forget"
 	// StepFailover: CLUSTER FAILOVER Option on replica Node (spec: "Replica election and
-	// promotion"; TAKEOVER only when its master is unreachable and Redis did not promote).
+	// promotion"). Planned only as TAKEOVER, when the master is unreachable and no majority
+	// of the slot-owning masters is alive to elect a replica.
 	StepFailover StepKind = "Failover"
 	// StepWait: nothing to send; Redis is converging by itself (gossip, failover, sync).
 	StepWait StepKind = "Wait"
@@ -95,14 +95,16 @@ func (s Step) String() string {
 // steps that should run now. It works in phases and returns the first phase with work:
 //
 //  1. slots nobody owns are assigned (bootstrap, or after a lost shard was accepted), with
-//     distinct config epochs on a fresh cluster;
+//     distinct config epochs on a fresh cluster; in a cluster formed before (Desired.Formed)
+//     they are reported lost (ErrShardLost) unless AllowDataLoss is set;
 //  2. CLUSTER MEET for nodes missing from the cluster or known at a stale address (after a
 //     restart on a new IP; spec: "Node handshake");
 //  3. open slots are repaired: finished when both ends are alive, else rolled back, as
 //     redis-cli --cluster fix does;
 //  4. node IDs that failed and own no slots are forgotten on every node;
 //  5. a lost shard is reported (ErrShardLost) or, with AllowDataLoss, its dead owner forgotten
-//     so its slots can be re-assigned;
+//     so its slots can be re-assigned; an unreachable master is left to Redis's own election
+//     while a majority of masters can vote, and forced (TAKEOVER) only when none can;
 //  6. replicas are attached to their shard's master (CLUSTER REPLICATE), before that master
 //     receives slots (spec: "Replica migration" would otherwise move replicas around);
 //  7. slots move to reach an even split with the fewest moves (spec: "Live resharding");
@@ -185,7 +187,9 @@ func (p *planner) plan() ([]Step, error) {
 
 // fillSlots assigns unowned slots to the desired masters (bootstrap, or slots freed after a
 // lost shard was accepted). On a fresh cluster it also gives each master a distinct config
-// epoch before the first MEET, as redis-cli --cluster create does.
+// epoch before the first MEET, as redis-cli --cluster create does. In a cluster that was
+// formed before (Desired.Formed) unowned slots held data: they are reported lost instead,
+// unless AllowDataLoss is set.
 func (p *planner) fillSlots() []Step {
 	var unassigned []int
 	for s := range NumSlots {
@@ -215,6 +219,10 @@ func (p *planner) fillSlots() []Step {
 		}
 	}
 	if !isolated && !joined {
+		return nil
+	}
+	if p.desired.Formed && !p.desired.AllowDataLoss {
+		p.lostUnowned(unassigned)
 		return nil
 	}
 	for _, sh := range p.shards {
@@ -375,126 +383,6 @@ func (p *planner) mergeConflict(anchor, m *NodeView) error {
 	return nil
 }
 
-type openSlot struct {
-	node *NodeView
-	peer string // the other end's node ID
-}
-
-// repairSteps finishes or rolls back slots left importing/migrating by an interrupted
-// migration, the way redis-cli --cluster fix does: a migration whose both ends are alive
-// masters is finished; a migrating flag towards a node that is gone for good, or a stale
-// flag on a node that does not own the slot, is cleared after moving any keys to the owner.
-func (p *planner) repairSteps() []Step {
-	migr := map[int][]openSlot{}
-	imp := map[int][]openSlot{}
-	var slots []int
-	seen := map[int]bool{}
-	note := func(s int) {
-		if !seen[s] {
-			seen[s] = true
-			slots = append(slots, s)
-		}
-	}
-	for _, n := range p.reachable() {
-		self := n.Self()
-		for s, peer := range self.Migrating {
-			migr[s] = append(migr[s], openSlot{n, peer})
-			note(s)
-		}
-		for s, peer := range self.Importing {
-			imp[s] = append(imp[s], openSlot{n, peer})
-			note(s)
-		}
-	}
-	if len(slots) == 0 {
-		return nil
-	}
-	sort.Ints(slots)
-	type key struct {
-		kind         StepKind
-		node, target string
-	}
-	grouped := map[key][]int{}
-	var order []key
-	add := func(k key, s int) {
-		if _, ok := grouped[k]; !ok {
-			order = append(order, k)
-		}
-		grouped[k] = append(grouped[k], s)
-	}
-	ownerName := func(s int) (string, bool) {
-		if n := p.byID[p.owner[s]]; n != nil {
-			return n.Endpoint.Name, true
-		}
-		return "", false
-	}
-	for _, s := range slots {
-		var resumed *openSlot // the migration this slot will finish
-		for _, m := range migr[s] {
-			if !m.node.OwnSlots().Has(s) {
-				owner, ok := ownerName(s)
-				if !ok && m.node.Keys > 0 {
-					p.block(ErrNotReady, "slot %d: %s is migrating it without owning it and its owner is unreachable", s, m.node.Endpoint.Name)
-					continue
-				}
-				add(key{StepStabilize, m.node.Endpoint.Name, owner}, s)
-				continue
-			}
-			dst := p.byID[m.peer]
-			switch {
-			case dst != nil && dst.IsMaster() && resumed == nil && !(dst.Info.OK() && m.node.Info.OK()):
-				// A restarted end refuses RESTORE with CLUSTERDOWN until it has rejoined.
-				p.wait("slot %d: waiting for %s and %s to report cluster_state:ok before finishing its migration", s, m.node.Endpoint.Name, dst.Endpoint.Name)
-			case dst != nil && dst.IsMaster() && resumed == nil:
-				resumed = &openSlot{m.node, dst.ID}
-				add(key{StepMigrate, m.node.Endpoint.Name, dst.Endpoint.Name}, s)
-			case dst == nil && p.allReachable && !p.aliveSomewhere(m.peer):
-				add(key{StepStabilize, m.node.Endpoint.Name, ""}, s)
-			default:
-				p.block(ErrNotReady, "slot %d is migrating from %s to node %s, which is unreachable", s, m.node.Endpoint.Name, m.peer)
-			}
-		}
-		for _, im := range imp[s] {
-			if resumed != nil && im.node.ID == resumed.peer && im.peer == resumed.node.ID {
-				continue // the resumed migration closes it
-			}
-			src := p.byID[im.peer]
-			if resumed == nil && src != nil && src.OwnSlots().Has(s) && im.node.IsMaster() && p.owner[s] == src.ID {
-				if !(src.Info.OK() && im.node.Info.OK()) {
-					p.wait("slot %d: waiting for %s and %s to report cluster_state:ok before finishing its migration", s, src.Endpoint.Name, im.node.Endpoint.Name)
-					continue
-				}
-				resumed = &openSlot{src, im.node.ID}
-				add(key{StepMigrate, src.Endpoint.Name, im.node.Endpoint.Name}, s)
-				continue
-			}
-			owner, ok := ownerName(s)
-			if !ok {
-				p.block(ErrNotReady, "slot %d: %s is importing it and its owner is unreachable", s, im.node.Endpoint.Name)
-				continue
-			}
-			if owner == im.node.Endpoint.Name {
-				owner = ""
-			}
-			add(key{StepStabilize, im.node.Endpoint.Name, owner}, s)
-		}
-	}
-	var steps []Step
-	for _, k := range order { // stabilize before migrate so stray keys reach the owner first
-		if k.kind == StepStabilize {
-			steps = append(steps, Step{Kind: k.kind, Node: k.node, Target: k.target, Slots: RangesOf(grouped[k]),
-				Reason: "roll back an open slot that cannot be finished"})
-		}
-	}
-	for _, k := range order {
-		if k.kind == StepMigrate {
-			steps = append(steps, Step{Kind: k.kind, Node: k.node, Target: k.target, Slots: RangesOf(grouped[k]),
-				Reason: "finish an interrupted migration"})
-		}
-	}
-	return steps
-}
-
 // forgetDeadSteps forgets node IDs that no endpoint carries any more, that own no slot and
 // that every reachable node sees failed (or without address): pods that came back empty
 // with a new ID, or were removed. Replicas still following such an ID are re-pointed first
@@ -533,95 +421,6 @@ func (p *planner) forgetDeadSteps() []Step {
 	return steps
 }
 
-// takeoverAfter is how long a master may stay unreachable with a live replica before the
-// engine forces the promotion: Redis normally promotes within about 2-4 node timeouts
-// (failure detection, election delay, one retry).
-func (p *planner) takeoverAfter() time.Duration {
-	return max(6*p.nodeTimeout, 10*time.Second)
-}
-
-// orphanSteps handles slots whose owner is unreachable: wait for Redis to promote a replica
-// (forcing it with TAKEOVER if that does not happen in time), wait for the node to come
-// back, or — when every endpoint is up and none carries the owner or follows it — declare
-// the shard lost.
-func (p *planner) orphanSteps() []Step {
-	var dead []string
-	for id := range p.slotCount {
-		if p.byID[id] == nil {
-			dead = append(dead, id)
-		}
-	}
-	sort.Strings(dead)
-	var steps []Step
-	var lost []string
-	for _, id := range dead {
-		var replicas []*NodeView
-		for _, n := range p.reachable() {
-			if n.MasterID() == id {
-				replicas = append(replicas, n)
-			}
-		}
-		switch {
-		case len(replicas) > 0:
-			if best, overdue := p.overdueReplica(id, replicas); overdue {
-				steps = append(steps, Step{Kind: StepFailover, Node: best.Endpoint.Name, Option: "TAKEOVER",
-					Reason: fmt.Sprintf("master %s unreachable for more than %s and Redis promoted no replica", id, p.takeoverAfter())})
-			} else {
-				p.wait("waiting for Redis to promote a replica of unreachable master %s (%d slots)", id, p.slotCount[id])
-			}
-		case !p.allReachable:
-			p.block(ErrNotReady, "node %s owning %d slots is unreachable", id, p.slotCount[id])
-		default:
-			lost = append(lost, id)
-		}
-	}
-	if len(lost) == 0 {
-		return steps
-	}
-	ls := &LostShard{NodeIDs: lost}
-	var slots []int
-	shardNames := map[string]bool{}
-	for _, id := range lost {
-		slots = append(slots, p.ownedBy(id)...)
-		if sh := p.ownerOf[id]; sh != nil && !shardNames[sh.spec.Name] {
-			shardNames[sh.spec.Name] = true
-			ls.Shards = append(ls.Shards, sh.spec.Name)
-		}
-	}
-	sort.Ints(slots)
-	ls.Slots, ls.SlotCount = RangesOf(slots), len(slots)
-	p.lost = ls
-	if !p.desired.AllowDataLoss {
-		p.block(ErrShardLost, "%d slots (%s) were owned by node(s) %s, gone with all replicas; set AllowDataLoss to re-assign them empty",
-			ls.SlotCount, FormatRanges(ls.Slots), strings.Join(lost, ","))
-		return steps
-	}
-	for _, id := range lost {
-		if on := p.forgetTargets(id, nil); len(on) > 0 {
-			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on, Option: ForgetDataLoss,
-				Reason: fmt.Sprintf("lost owner of %d slots; data loss allowed", p.slotCount[id])})
-		}
-	}
-	return steps
-}
-
-// overdueReplica picks the replica with the highest replication offset and reports whether
-// its master has been failing in its view for longer than takeoverAfter.
-func (p *planner) overdueReplica(id string, replicas []*NodeView) (*NodeView, bool) {
-	best := replicas[0]
-	for _, r := range replicas[1:] {
-		if r.Replication.Offset > best.Replication.Offset {
-			best = r
-		}
-	}
-	rec := best.Lookup(id)
-	if rec == nil || !rec.Failing() || rec.PongRecv <= 0 || p.now.IsZero() {
-		return best, false
-	}
-	last := time.UnixMilli(rec.PongRecv)
-	return best, p.now.Sub(last) > p.takeoverAfter()
-}
-
 // placementSteps makes every other node of a desired shard replicate that shard's master.
 func (p *planner) placementSteps() []Step {
 	var steps []Step
@@ -651,199 +450,6 @@ func (p *planner) placementSteps() []Step {
 		}
 	}
 	return steps
-}
-
-// involvedMasters are the desired masters and every other reachable owner of slots.
-func (p *planner) involvedMasters() ([]*NodeView, bool) {
-	var out []*NodeView
-	seen := map[string]bool{}
-	ok := true
-	for _, sh := range p.shards {
-		if sh.master == nil {
-			// Pods not up yet, or every node of the shard replicates another shard: nothing
-			// Redis resolves by itself.
-			p.block(ErrNotReady, "shard %s has no reachable master nor an empty master to promote", sh.spec.Name)
-			ok = false
-			continue
-		}
-		out = append(out, sh.master)
-		seen[sh.masterID] = true
-	}
-	var owners []string
-	for id := range p.slotCount {
-		owners = append(owners, id)
-	}
-	sort.Strings(owners)
-	for _, id := range owners {
-		if seen[id] {
-			continue
-		}
-		n := p.byID[id]
-		if n == nil {
-			p.wait("slot owner %s is unreachable", id)
-			ok = false
-			continue
-		}
-		out = append(out, n)
-	}
-	return out, ok
-}
-
-// readyToMove holds resharding until the masters involved are healthy and know each other:
-// SETSLOT IMPORTING/MIGRATING/NODE need the peer in the receiver's table.
-func (p *planner) readyToMove() bool {
-	masters, ok := p.involvedMasters()
-	if !ok {
-		return false
-	}
-	if p.contested.Len() > 0 {
-		p.wait("%d slots are claimed by two masters; waiting for the config epochs to settle", p.contested.Len())
-		return false
-	}
-	for _, m := range masters {
-		if !m.IsMaster() {
-			p.wait("%s is not a master yet", m.Endpoint.Name)
-			return false
-		}
-		if !m.Info.OK() {
-			p.wait("%s reports cluster_state:%s", m.Endpoint.Name, m.Info.State)
-			return false
-		}
-		for _, o := range masters {
-			if o == m {
-				continue
-			}
-			if r := m.Lookup(o.ID); r == nil || r.Flags.Handshake || !r.Flags.Master || r.Failing() {
-				p.wait("%s does not see master %s yet", m.Endpoint.Name, o.Endpoint.Name)
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// balanceSteps moves the fewest slots that reach the even split: slots of Leaving shards and
-// of extra masters all move; a desired master over its target gives its highest slots; the
-// receivers fill in shard order.
-func (p *planner) balanceSteps() []Step {
-	targets := p.evenTargets()
-	type donor struct {
-		id    string
-		slots []int
-	}
-	var donors []donor
-	isMaster := map[string]bool{}
-	for _, sh := range p.shards {
-		isMaster[sh.masterID] = true
-	}
-	var extra []string
-	for id := range p.slotCount {
-		if !isMaster[id] {
-			extra = append(extra, id)
-		}
-	}
-	// Leaving shards first, then extra masters of desired shards, by shard order then ID.
-	sort.Slice(extra, func(i, j int) bool {
-		si, sj := p.ownerOf[extra[i]], p.ownerOf[extra[j]]
-		ki, kj := shardSortKey(si), shardSortKey(sj)
-		if ki != kj {
-			return ki < kj
-		}
-		return extra[i] < extra[j]
-	})
-	for _, id := range extra {
-		donors = append(donors, donor{id, p.ownedBy(id)})
-	}
-	type receiver struct {
-		shard *shardState
-		need  int
-	}
-	var receivers []*receiver
-	for i, sh := range p.shards {
-		owned := p.ownedBy(sh.masterID)
-		switch c := len(owned); {
-		case c > targets[i]:
-			donors = append(donors, donor{sh.masterID, owned[targets[i]:]})
-		case c < targets[i]:
-			receivers = append(receivers, &receiver{sh, targets[i] - c})
-		}
-	}
-	var steps []Step
-	r := 0
-	for _, d := range donors {
-		rest := d.slots
-		for len(rest) > 0 && r < len(receivers) {
-			rc := receivers[r]
-			k := min(rc.need, len(rest))
-			chunk := rest[:k]
-			rest = rest[k:]
-			rc.need -= k
-			from := p.byID[d.id]
-			steps = append(steps, Step{Kind: StepMigrate, Node: from.Endpoint.Name, Target: rc.shard.master.Endpoint.Name,
-				Slots: RangesOf(chunk), Reason: fmt.Sprintf("rebalance %d slots to shard %s", k, rc.shard.spec.Name)})
-			if rc.need == 0 {
-				r++
-			}
-		}
-	}
-	return steps
-}
-
-// shardSortKey orders Leaving shards first, then desired shards, then unknown owners.
-func shardSortKey(sh *shardState) int {
-	switch {
-	case sh == nil:
-		return 1 << 30
-	case sh.leaving:
-		return sh.index
-	default:
-		return 1<<20 + sh.index
-	}
-}
-
-// forgetLeavingSteps forgets the nodes of drained Leaving shards on every other node, all
-// at once so the 60 s ban of CLUSTER FORGET covers the whole round.
-func (p *planner) forgetLeavingSteps() []Step {
-	var steps []Step
-	for _, sh := range p.leaving {
-		ids, ok := p.drained(sh)
-		if !ok {
-			continue
-		}
-		for _, id := range ids {
-			if on := p.forgetTargets(id, sh); len(on) > 0 {
-				steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
-					Reason: fmt.Sprintf("leaving shard %s owns no slots", sh.spec.Name)})
-			}
-		}
-	}
-	return steps
-}
-
-// removable lists Leaving shards that are drained and that no other reachable node knows.
-func (a *assessment) removable() []string {
-	var out []string
-	for _, sh := range a.leaving {
-		ids, ok := a.drained(sh)
-		if !ok {
-			continue
-		}
-		known := false
-		for _, id := range ids {
-			if len(a.forgetTargets(id, sh)) > 0 {
-				known = true
-			}
-			for _, n := range a.reachable() {
-				if a.shardOf[n.Endpoint.Name] != sh && n.MasterID() == id {
-					known = true
-				}
-			}
-		}
-		if !known {
-			out = append(out, sh.spec.Name)
-		}
-	}
-	return out
 }
 
 // checkConverged records why the cluster is not yet in the desired shape once nothing is

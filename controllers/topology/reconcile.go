@@ -29,10 +29,13 @@ const (
 //
 // It returns when the cluster converged (nil error); when convergence is blocked by
 // something outside Redis (ErrNotReady: nodes unreachable or missing; ErrShardLost;
-// ErrConflict; ErrAuth); when steps keep failing; or when ctx is done (ctx.Err()). While
-// Redis converges by itself (gossip, failover, replica sync) it polls. The Result is non-nil
-// whenever the endpoints could be observed. Migrations stop cleanly on cancel: the slots of
-// the current pipelined round are finished, none is left open.
+// ErrConflict; ErrAuth); when steps keep failing or a move meets a key conflict
+// (ErrKeyConflict); or when ctx is done (ctx.Err()). While Redis converges by itself
+// (gossip, failover, replica sync) it polls. The Result is non-nil
+// whenever the endpoints could be observed. Migrations stop promptly and cleanly on cancel
+// (between MIGRATE chunks of bounded size): each slot in flight is finished or rolled back,
+// none is left open. A key found on both ends of a move with different values stops it at
+// once with ErrKeyConflict.
 func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(Progress)) (*Result, error) {
 	if err := desired.Validate(); err != nil {
 		return nil, err
@@ -94,7 +97,7 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 			}
 			failures++
 			e.log.Info("Steps failed; observing again", "attempt", failures, "error", err.Error())
-			if failures >= maxFailures {
+			if failures >= maxFailures || errors.Is(err, ErrKeyConflict) {
 				return res, err
 			}
 			// Back off (0.2 s, 0.4 s, 0.8 s, …): a node may be restarting or loading.

@@ -29,9 +29,9 @@ type ShardSpec struct {
 type Desired struct {
 	// Shards own the 16384 slots, split evenly (counts differ by at most one), in order.
 	Shards []ShardSpec
-	// Leaving shards are being removed: their slots are migrated to Shards, then their nodes
-	// are forgotten by every other node (spec: "Removing nodes from a cluster"); a Leaving
-	// shard is reported removable only after that.
+	// Leaving shards are being removed: their slots are migrated to Shards, then, once every
+	// node of theirs reports DBSIZE 0, their nodes are forgotten by every other node (spec:
+	// "Removing nodes from a cluster"); a Leaving shard is reported removable only after that.
 	Leaving []ShardSpec
 	// ReplicasPerShard is the number of replicas each shard's master must have.
 	ReplicasPerShard int
@@ -133,9 +133,11 @@ var (
 	ErrInvalidDesired = errors.New("invalid desired topology")
 	// ErrNotReady: nodes the engine needs are unreachable, missing or still starting; retry later.
 	ErrNotReady = errors.New("cluster not ready")
-	// ErrShardLost: a shard's master and all its replicas are gone with their data and
-	// Desired.AllowDataLoss is false; Result.DataLoss says which slots. Nothing destructive
-	// was done.
+	// ErrShardLost: slots whose data is gone, and Desired.AllowDataLoss is false: a shard's
+	// master and all its replicas are gone with their data, or (Desired.Formed) slots of a
+	// formed cluster have no owner any more, e.g. every node came back empty.
+	// Result.DataLoss says which slots and, where known, which shards. Nothing destructive
+	// was done: no slot is assigned, no owner forgotten.
 	ErrShardLost = errors.New("shard lost")
 	// ErrAuth: a node rejected the password.
 	ErrAuth = errors.New("authentication failed")
@@ -146,6 +148,13 @@ var (
 	ErrNoProgress = errors.New("no progress")
 	// ErrFailover: a requested failover did not complete.
 	ErrFailover = errors.New("failover failed")
+	// ErrKeyConflict: moving a slot's keys (a live migration, or rolling back an open slot)
+	// found a key on both nodes with different values (MIGRATE without REPLACE answered
+	// BUSYKEY and the values were compared). The move stopped with the slot still open and
+	// neither copy changed; the error names the slot, the key and both nodes. Retrying cannot
+	// fix it: a human decides which value wins (delete the wrong copy), then the next
+	// Reconcile finishes the move.
+	ErrKeyConflict = errors.New("key conflict during slot migration")
 )
 
 // Progress reports what a running Reconcile is doing; Reconcile calls the progress callback
@@ -167,11 +176,14 @@ type ShardStatus struct {
 	SlotCount    int
 }
 
-// LostShard describes slots whose owner and every replica of it are gone with their data
-// (all endpoints are reachable and none carries the owner's node ID).
+// LostShard describes slots whose data is gone: their owner and every replica of it are
+// gone (all endpoints are reachable and none carries the owner's node ID), or, in a formed
+// cluster (Desired.Formed), no node claims them any more.
 type LostShard struct {
-	Shards    []string // names of the shards the slots belonged to, when known
-	NodeIDs   []string // IDs of the vanished owners
+	// Shards names the shards the slots belonged to, when known: the shard of a vanished
+	// owner; for slots nobody claims, the desired shards that own no slots.
+	Shards    []string
+	NodeIDs   []string // IDs of the vanished owners; none for slots nobody claims
 	Slots     []SlotRange
 	SlotCount int
 }
@@ -183,8 +195,10 @@ type Result struct {
 	// masters in an even split that every node agrees on, no open slots, each shard with
 	// ReplicasPerShard replicas in sync, Leaving shards forgotten.
 	Converged bool
-	// Removable lists Leaving shards that own no slots and that every other reachable node
-	// has forgotten: their pods can be deleted.
+	// Removable lists Leaving shards that are drained — every node of theirs reachable, none
+	// owning a slot or having an open slot, every master answering DBSIZE 0 (a replica's keys
+	// are its master's copy) — and that every other reachable node has forgotten: their pods
+	// and claims can be deleted.
 	Removable []string
 	Shards    []ShardStatus
 	Message   string
@@ -197,12 +211,21 @@ type Options struct {
 	Password       string        // AUTH for every node (may be empty); never logged
 	DialTimeout    time.Duration // default 2 s
 	CommandTimeout time.Duration // per ordinary command; default 5 s
-	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and per MIGRATE ... KEYS
-	// (default 200; redis-cli uses 10). Larger batches mean fewer round trips but longer
+	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and at most per MIGRATE ...
+	// KEYS (default 200; redis-cli uses 10). Larger batches mean fewer round trips but longer
 	// MIGRATE calls, during which the source serves no other client.
 	MigrateBatch int
-	// MigrateTimeout is MIGRATE's timeout argument: the longest the source waits on the
-	// target for one batch (default 30 s).
+	// MigrateBatchBytes bounds the bytes of one MIGRATE ... KEYS, summed from MEMORY USAGE of
+	// its keys (default 2 MiB); a single larger key is migrated alone.
+	MigrateBatchBytes int64
+	// MigrateRoundBytes bounds the bytes of the MIGRATE calls pipelined to one source at once
+	// (default 8 MiB): the source runs them back to back in its event loop, so this bounds
+	// how long it answers neither clients nor the cluster bus. Cancellation is honoured
+	// between such chunks.
+	MigrateRoundBytes int64
+	// MigrateTimeout is MIGRATE's timeout argument, the longest the source waits on the
+	// target for one read or write (default 30 s); it is capped at a quarter of the nodes'
+	// cluster-node-timeout, so a stalled target cannot make the source look failed.
 	MigrateTimeout time.Duration
 	// MigrateSlotsPerRound is how many slots of one move are handled together: their
 	// SETSLOT, GETKEYSINSLOT and MIGRATE commands are pipelined (default 64).

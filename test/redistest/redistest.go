@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes in cluster mode for tests.
 //
-// Every node listens on 127.0.0.1 on a free port P (its cluster bus on P+10000), keeps its
+// Every node listens on 127.0.0.1 (or, with Options.OwnAddress, on an address of its own in
+// 127.0.0.0/8) on a free port P (its cluster bus on P+10000), keeps its
 // nodes.conf, RDB/AOF files and log in a directory under t.TempDir(), and is killed by a
 // t.Cleanup even when the test fails. Nodes can be stopped (SIGTERM, which saves the RDB),
 // killed (SIGKILL), restarted with their files on the same or a new port, or wiped to come
@@ -41,6 +42,12 @@ type Options struct {
 	AppendFsyncAlways bool
 	// Extra holds additional redis.conf lines, e.g. "maxmemory 100mb".
 	Extra []string
+	// OwnAddress gives each node an address of its own in 127.0.0.0/8 (see Node.IP): it
+	// listens there, announces it (cluster-announce-ip) and opens its cluster-bus and
+	// replication connections from it (bind-source-addr, Redis 7.0), so that a firewall rule
+	// on a pair of addresses cuts exactly the link between two nodes (see Cut). Test
+	// clients still connect from 127.0.0.1.
+	OwnAddress bool
 }
 
 // Node is one redis-server process. Its methods are safe for concurrent use.
@@ -50,6 +57,7 @@ type Node struct {
 	// Dir holds redis.conf, nodes.conf, the data files and redis.log.
 	Dir string
 
+	ip   string // listen address, "127.0.0.1" unless Options.OwnAddress
 	mu   sync.Mutex
 	port int
 	cmd  *exec.Cmd
@@ -102,16 +110,36 @@ func newNode(t testing.TB, opts Options) *Node {
 	if opts.NodeTimeout == 0 {
 		opts.NodeTimeout = 2 * time.Second
 	}
-	n := &Node{t: t, opts: opts, Dir: t.TempDir()}
+	n := &Node{t: t, opts: opts, Dir: t.TempDir(), ip: "127.0.0.1"}
+	if opts.OwnAddress {
+		n.ip = nextIP()
+	}
 	t.Cleanup(n.cleanup)
 	return n
 }
 
-// Addr is "127.0.0.1:port".
+// Addr is "ip:port".
 func (n *Node) Addr() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+	return net.JoinHostPort(n.ip, strconv.Itoa(n.port))
+}
+
+// IP is the address the node listens on: 127.0.0.1, or its own with Options.OwnAddress.
+func (n *Node) IP() string { return n.ip }
+
+var (
+	ipMu   sync.Mutex
+	ipNext int
+)
+
+// nextIP hands out 127.X.Y.Z addresses, X derived from the process ID so that test binaries
+// running at once pick different ranges.
+func nextIP() string {
+	ipMu.Lock()
+	defer ipMu.Unlock()
+	ipNext++
+	return fmt.Sprintf("127.%d.%d.%d", 100+os.Getpid()%100, ipNext/250, ipNext%250+1)
 }
 
 // Port is the client port; the cluster bus listens on Port()+10000.
@@ -280,7 +308,7 @@ func (n *Node) cleanup() {
 func (n *Node) startOnFreePort() error {
 	var last error
 	for range 20 {
-		port, err := reservePort()
+		port, err := reservePort(n.ip)
 		if err != nil {
 			return err
 		}
@@ -305,22 +333,22 @@ func (n *Node) startOnFreePort() error {
 
 var errAddrInUse = errors.New("address in use")
 
-func reservePort() (int, error) {
+func reservePort(ip string) (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 1000 {
 		p := 20000 + rand.IntN(35000)
-		if usedPorts[p] || !portFree(p) || !portFree(p+10000) {
+		if usedPorts[p] || !portFree(ip, p) || !portFree(ip, p+10000) {
 			continue
 		}
 		usedPorts[p] = true
 		return p, nil
 	}
-	return 0, errors.New("no free port pair on 127.0.0.1")
+	return 0, fmt.Errorf("no free port pair on %s", ip)
 }
 
-func portFree(p int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+func portFree(ip string, p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
 	if err != nil {
 		return false
 	}
@@ -331,7 +359,11 @@ func portFree(p int) bool {
 func (n *Node) config(port int) string {
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	line("bind 127.0.0.1")
+	line("bind %s", n.ip)
+	if n.opts.OwnAddress {
+		line("cluster-announce-ip %s", n.ip)
+		line("bind-source-addr %s", n.ip)
+	}
 	line("port %d", port)
 	line("protected-mode no")
 	line("daemonize no")

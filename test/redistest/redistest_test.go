@@ -69,3 +69,46 @@ func TestAppendFsyncAlwaysSurvivesKill(t *testing.T) {
 		t.Fatalf("GET after kill -9 = %v", got)
 	}
 }
+
+// Nodes on their own addresses talk from them, so Cut separates exactly two of them: each
+// flags the other failing, a third node still sees both, and healing restores the link.
+func TestOwnAddressAndCut(t *testing.T) {
+	nodes := Start(t, 3, Options{OwnAddress: true, NodeTimeout: time.Second})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	if a.IP() == b.IP() || a.IP() == "127.0.0.1" {
+		t.Fatalf("addresses %s %s", a.IP(), b.IP())
+	}
+	a.Do("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+	for _, n := range []*Node{b, c} {
+		a.Do("CLUSTER", "MEET", n.IP(), n.Port())
+	}
+	for _, n := range nodes {
+		waitClusterOK(t, n)
+	}
+	sees := func(viewer, target *Node, flag string) bool {
+		for _, line := range strings.Split(viewer.Do("CLUSTER", "NODES").(string), "\n") {
+			if strings.Contains(line, target.Addr()+"@") {
+				return strings.Contains(line, flag)
+			}
+		}
+		return false
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("b to know a", func() bool { return sees(b, a, "connected") })
+	heal := Cut(t, a, b)
+	waitFor("b to flag a", func() bool { return sees(b, a, "fail") })
+	if sees(c, a, "fail") || sees(c, b, "fail") {
+		t.Fatal("the third node lost a link too")
+	}
+	heal()
+	waitFor("b to see a again", func() bool { return !sees(b, a, "fail") })
+}
