@@ -93,12 +93,16 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		// person sets spec.lostShardPolicy (which wakes the controller) or
 		// the nodes come back: look again, less and less often.
 		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterShardLostReason)}, false, nil
-	case errors.Is(err, topology.ErrConflict):
+	case errors.Is(err, topology.ErrConflict), errors.Is(err, topology.ErrKeyConflict):
 		// Retrying at once cannot fix this either (nodes hold a topology the
-		// engine refuses to change): Degraded says what is wrong
-		// (ReconcileError), without an error return (no error log per
-		// retry), and the pass looks again less and less often.
+		// engine refuses to change, or a key whose two copies differ in a
+		// slot being moved): Degraded says what is wrong (ReconcileError),
+		// without an error return (no error log per retry), and the pass
+		// looks again less and less often.
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
+		if errors.Is(err, topology.ErrKeyConflict) {
+			s.obs.ReconcileErr = fmt.Errorf("topology: %w; delete the copy that is wrong (on either node named) and the next pass finishes the move", err)
+		}
 		return ctrl.Result{RequeueAfter: r.stuckRequeue(s, cachev1beta1.RedisClusterReconcileErrorReason)}, true, nil
 	default:
 		s.obs.ReconcileErr = fmt.Errorf("topology: %w", err)
