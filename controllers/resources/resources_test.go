@@ -101,7 +101,7 @@ func TestStatefulSetShape(t *testing.T) {
 	if sts.Spec.ServiceName != "cache-headless" {
 		t.Errorf("serviceName %q", sts.Spec.ServiceName)
 	}
-	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || p.WhenScaled != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
 		t.Errorf("claim retention %+v", p)
 	}
 	assertOwner(t, sts.OwnerReferences)
