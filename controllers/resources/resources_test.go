@@ -313,10 +313,15 @@ func TestServicesAndPDB(t *testing.T) {
 		}
 	}
 	pdb := PodDisruptionBudget(rc, 2)
-	if pdb.Name != "cache-shard-2" || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[LabelShard] != "2" {
+	if pdb.Name != "cache-shard-2" || pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[LabelShard] != "2" {
 		t.Errorf("pdb %+v", pdb.Spec)
 	}
 	assertOwner(t, pdb.OwnerReferences)
+	// Without replicas the master is the only copy: a drain must not evict it.
+	alone := PodDisruptionBudget(cluster(func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 0 }), 2)
+	if alone.Spec.MaxUnavailable != nil || alone.Spec.MinAvailable == nil || alone.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("pdb without replicas %+v, want minAvailable 1", alone.Spec)
+	}
 }
 
 func TestRenderConfig(t *testing.T) {
