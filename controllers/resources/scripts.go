@@ -1,24 +1,15 @@
 package resources
 
 // The shell scripts the Redis container runs. They need only a POSIX sh,
-// cp, cat, awk, sleep and redis-cli, all of which the official redis
-// images (Debian based) carry. They read the password from the mounted
+// cp, cat, awk, head, sleep and redis-cli, all of which the official redis
+// images (Debian based) carry; the start script bounds its calls to other
+// nodes with timeout(1) when the image has it (coreutils, busybox). They read the password from the mounted
 // Secret and hand it to redis-cli through REDISCLI_AUTH, so it never shows
 // in a process's arguments.
 
 // authPrelude exports REDISCLI_AUTH when the Secret holds a password.
 const authPrelude = `p=` + AuthDir + `/` + PasswordKey + `
 if [ -s "$p" ]; then REDISCLI_AUTH="$(cat "$p")"; export REDISCLI_AUTH; fi
-`
-
-// startScript copies the rendered redis.conf to the data volume (CONFIG
-// REWRITE needs a writable file next to a writable directory; the
-// ConfigMap mount is read-only) and execs redis-server with the pod's own
-// IP as listen address and as the address it announces to the cluster and
-// to its master. POD_IP comes from the downward API.
-const startScript = `set -e
-cp ` + ConfigDir + `/` + ConfigKey + ` ` + DataDir + `/redis.conf
-exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce-ip "$POD_IP" --replica-announce-ip "$POD_IP"
 `
 
 // infoAwk is the start of an awk program over redis-cli INFO output: it
