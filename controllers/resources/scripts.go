@@ -2,14 +2,20 @@ package resources
 
 // The shell scripts the Redis container runs. They need only a POSIX sh,
 // cp, cat, awk, head, sleep and redis-cli, all of which the official redis
-// images (Debian based) carry; the start script bounds its calls to other
-// nodes with timeout(1) when the image has it (coreutils, busybox). They read the password from the mounted
-// Secret and hand it to redis-cli through REDISCLI_AUTH, so it never shows
-// in a process's arguments.
+// images (Debian based) carry, and bound each redis-cli call with
+// timeout(1) when the image has it (coreutils; busybox in Alpine). They
+// read the password from the mounted Secret and hand it to redis-cli
+// through REDISCLI_AUTH, so it never shows in a process's arguments.
 
-// authPrelude exports REDISCLI_AUTH when the Secret holds a password.
+// authPrelude exports REDISCLI_AUTH when the Secret holds a password, and
+// defines rcli HOST PORT ARGS...: redis-cli against HOST:PORT, its errors
+// dropped and, where timeout(1) exists, killed after 3 s, so a hung node
+// cannot stall a script.
 const authPrelude = `p=` + AuthDir + `/` + PasswordKey + `
 if [ -s "$p" ]; then REDISCLI_AUTH="$(cat "$p")"; export REDISCLI_AUTH; fi
+rcli() { _h=$1; _p=$2; shift 2
+  if command -v timeout >/dev/null 2>&1; then timeout 3 redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; else redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; fi
+}
 `
 
 // infoAwk is the start of an awk program over redis-cli INFO output: it
@@ -18,16 +24,16 @@ if [ -s "$p" ]; then REDISCLI_AUTH="$(cat "$p")"; export REDISCLI_AUTH; fi
 const infoAwk = `{ sub(/\r$/, ""); i = index($0, ":"); k = substr($0, 1, i - 1); v = substr($0, i + 1) }
 `
 
-// readinessScript succeeds when the node can serve its role
-// (https://redis.io/docs/latest/commands/info/, sections replication and
-// persistence): a master when it answers and is not loading its dataset
+// readinessScript succeeds when the node can serve its role, judged from
+// INFO (https://redis.io/docs/latest/commands/info/; the default sections
+// hold replication and persistence): a master when it answers and is not loading its dataset
 // (loading:0); a replica only when, in addition, its link to its master is
 // up (master_link_status:up) and it is not in a full sync
 // (master_sync_in_progress:0). So a replica whose master is gone, or that
 // is still copying the dataset, is not Ready, and the shard's PDB keeps a
 // drain from evicting its master meanwhile. An error reply (NOAUTH,
 // LOADING) or no answer fails the probe.
-const readinessScript = authPrelude + `redis-cli -h "$POD_IP" -p 6379 INFO replication persistence | awk '` + infoAwk + `{ f[k] = v }
+const readinessScript = authPrelude + `rcli "$POD_IP" 6379 INFO | awk '` + infoAwk + `{ f[k] = v }
 END {
   if (f["loading"] != "0") exit 1
   if (f["role"] == "master") exit 0
@@ -59,7 +65,7 @@ const preStopMaxLag = "1048576"
 // termination. The operator does its own planned failover before it
 // deletes a master (rolling updates); this hook covers deletions the
 // operator did not start (drains, kubectl delete).
-const preStopScript = authPrelude + `cli() { redis-cli -h "$POD_IP" -p 6379 "$@"; }
+const preStopScript = authPrelude + `cli() { rcli "$POD_IP" 6379 "$@"; }
 [ "$(cli ROLE | head -n 1)" = master ] || exit 0
 target="$(cli INFO replication | awk -v maxlag=` + preStopMaxLag + ` '` + infoAwk + `k == "master_repl_offset" { mo = v + 0 }
 k ~ /^slave[0-9]+$/ {
@@ -77,7 +83,7 @@ END {
   if (best) print ips[best] ":" ports[best]
 }')"
 [ -n "$target" ] || exit 0
-redis-cli -h "${target%:*}" -p "${target##*:}" CLUSTER FAILOVER >/dev/null 2>&1 || exit 0
+[ "$(rcli "${target%:*}" "${target##*:}" CLUSTER FAILOVER)" = OK ] || exit 0
 i=0
 while [ "$i" -lt 20 ]; do
   [ "$(cli ROLE | head -n 1)" = slave ] && exit 0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,11 +130,12 @@ func TestReadiness(t *testing.T) {
 	})
 }
 
-// TestPreStopSkipsLaggingReplica: a master whose only replica is hung
-// (SIGSTOP: still state=online in the master's INFO, its offset behind by
-// more than preStopMaxLag) is not failed over: the hook exits 0 at once
-// and the node stays master with its data; the replica, resumed, stays a
-// replica.
+// TestPreStopSkipsLaggingReplica: a master whose only replica answers
+// but lags (CLIENT PAUSE WRITE on the replica holds back its master link's
+// writes while other commands run; the master still lists it as
+// state=online, its offset behind by more than preStopMaxLag) is not
+// failed over: the hook asks nothing of the replica, exits 0 and the node
+// stays master with its data; the replica, unpaused, catches up.
 func TestPreStopSkipsLaggingReplica(t *testing.T) {
 	requireRedis(t)
 	const password = "lag pw"
@@ -143,36 +146,65 @@ func TestPreStopSkipsLaggingReplica(t *testing.T) {
 	defer mc.Close()
 	defer rcl.Close()
 
-	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	// In sync first (offset > 0), then lagging while the master moves on.
+	if err := mc.Set(ctx, "{k}small", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			_ = r.cmd.Process.Signal(syscall.SIGCONT)
-			resumed = true
-		}
+	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
 	}
-	defer resume()
+	if err := rcl.Do(ctx, "CLIENT", "PAUSE", 60000, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rcl.Do(ctx, "CLIENT", "UNPAUSE")
 	if err := mc.Set(ctx, "{k}big", strings.Repeat("x", 2<<20), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.script(preStopScript); err != nil {
 		t.Fatalf("preStop: %v", err)
 	}
-	resume()
 	if role := roleOf(t, mc); role != "master" {
 		t.Fatalf("master failed over to a lagging replica: role %s", role)
 	}
-	// The replica catches up again: it would have been a valid target.
+	if log, _ := os.ReadFile(filepath.Join(r.root, "redis.log")); strings.Contains(string(log), "Manual failover user request accepted") {
+		t.Errorf("preStop asked the lagging replica for a failover:\n%s", log)
+	}
+	if err := rcl.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "replica catches up", func() error {
 		n, err := rcl.Do(ctx, "DBSIZE").Int()
-		if err != nil || n != 1 {
+		if err != nil || n != 2 {
 			return errors.New("not caught up")
 		}
 		return nil
 	})
 	if role := roleOf(t, rcl); role != "slave" {
 		t.Errorf("replica's role: %s", role)
+	}
+}
+
+// TestPreStopBoundedOnHungReplica: the in-sync replica that preStop picks
+// hangs (SIGSTOP) before it answers CLUSTER FAILOVER; the hook still
+// returns within its bound, so the kubelet's SIGTERM and Redis's own
+// shutdown (shutdown-timeout) still run within the grace period.
+func TestPreStopBoundedOnHungReplica(t *testing.T) {
+	requireRedis(t)
+	m, r := masterReplica(t, cluster(), "")
+	mc := m.client("")
+	defer mc.Close()
+	ctx := context.Background()
+	if err := mc.Set(ctx, "{k}1", "v1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }()
+	if err := m.script(preStopScript); err != nil {
+		t.Fatalf("preStop: %v", err)
 	}
 }

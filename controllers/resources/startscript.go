@@ -24,7 +24,7 @@ exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce
 // slots, handover asks each replica listed there (lines whose master field
 // is this node's ID; address ip:port from ip:port@cport[,hostname]) for
 // INFO replication and CLUSTER NODES, with REDISCLI_AUTH from the Secret
-// and each call bounded to 3 s where the image has timeout(1). Of those
+// and each call bounded (see authPrelude). Of those
 // that still replicate this node, are not in a full sync
 // (master_sync_in_progress:0) and have data (master_repl_offset > 0), it
 // picks the one with the highest offset and sends it CLUSTER FAILOVER
@@ -49,10 +49,7 @@ exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce
 // empty); nor when a replica already reports role master (Redis failed
 // over by itself). Each case, and an election that did not finish in
 // time, is printed on stderr and redis-server starts as before.
-const handoverScript = `rcli() { _h=$1; _p=$2; shift 2
-  if command -v timeout >/dev/null 2>&1; then timeout 3 redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; else redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; fi
-}
-handover() {
+const handoverScript = `handover() {
   nodes=` + DataDir + `/nodes.conf
   [ -s "$nodes" ] || return 0
   set -- $(awk '$3 ~ /(^|,)myself(,|$)/ {
