@@ -40,8 +40,11 @@ exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce
 // configEpoch claims the slots, so on the first gossip this node turns
 // into its replica ("Configuration change detected. Reconfiguring myself
 // as a replica of …") and full-syncs from it. That is what Redis 7.0.15
-// does; TestStartHandsOverAfterKill checks it. Until that first gossip,
-// a few milliseconds, this node still believes it owns the slots.
+// does; TestStartHandsOverAfterKill checks it. Until that first gossip
+// (5 ms after "Ready to accept connections" there) this node still
+// believes it owns the slots: a client with a stale slot map may read or
+// write there, but no write is acknowledged by WAIT, as no replica
+// follows it.
 //
 // Nothing is handed over when this node was a replica (a graceful restart
 // after the preStop failover, or a replica restarting), owned no slots, or
