@@ -12,6 +12,11 @@ cp ` + ConfigDir + `/` + ConfigKey + ` ` + DataDir + `/redis.conf
 exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce-ip "$POD_IP" --replica-announce-ip "$POD_IP"
 `
 
+// handoverMaxWaitMs bounds handover's wait for the promotion (a decimal
+// string, milliseconds), so that redis-server listens before the
+// liveness probe gives up on the container (15 s initial delay + 6 × 10 s).
+const handoverMaxWaitMs = "45000"
+
 // handoverScript defines handover, which keeps a master that restarted
 // without its data (persistence off; or AOF with appendfsync everysec,
 // which loses up to a second, and a new replication ID on a Redis 7.0
@@ -33,7 +38,8 @@ exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce
 // cannot split the cluster (https://redis.io/docs/latest/commands/cluster-failover/;
 // TAKEOVER, which needs no votes, is never used). It waits up to 3 ×
 // cluster-node-timeout (read from the rendered redis.conf, Redis's 15000
-// ms default when absent) for the replica to report role master, sending
+// ms default when absent), at most handoverMaxWaitMs, for the replica to
+// report role master, sending
 // FORCE again after 2 × cluster-node-timeout + 1 s (a master votes for a
 // replica of the same master at most once in 2 × node timeout). Then
 // redis-server starts on the old nodes.conf: the promoted replica's higher
@@ -74,7 +80,8 @@ const handoverScript = `handover() {
   t=$(awk '$1 == "cluster-node-timeout" { print $2 }' ` + DataDir + `/redis.conf)
   t=${t:-15000}
   echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
-  i=0; n=$((t * 3 / 500)); again=$(((t * 2 + 1000) / 500))
+  w=$((t * 3)); [ "$w" -le ` + handoverMaxWaitMs + ` ] || w=` + handoverMaxWaitMs + `
+  i=0; n=$((w / 500)); again=$(((t * 2 + 1000) / 500))
   while [ "$i" -lt "$n" ]; do
     if [ $((i % again)) -eq 0 ]; then
       r=$(rcli "${best%:*}" "${best##*:}" CLUSTER FAILOVER FORCE)
@@ -86,6 +93,6 @@ const handoverScript = `handover() {
     fi
     i=$((i + 1))
   done
-  echo "start: $best did not become master within $((t * 3)) ms; starting on the saved nodes.conf" >&2
+  echo "start: $best did not become master within $w ms; starting on the saved nodes.conf" >&2
 }
 `

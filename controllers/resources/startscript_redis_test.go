@@ -355,3 +355,34 @@ func TestStartWithoutHandover(t *testing.T) {
 		t.Errorf("master restarted without a handover: role %s, %d slots", role, ownedSlots(t, mc))
 	}
 }
+
+// TestStartElectionBounded: a one-master cluster cannot elect its replica
+// while the master is down (no other master votes), so the handover's
+// CLUSTER FAILOVER FORCE never wins; the start script gives up after 3 ×
+// cluster-node-timeout, says so, and starts redis-server as before.
+func TestStartElectionBounded(t *testing.T) {
+	requireRedis(t)
+	rc := cluster(func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Config = map[string]string{"appendonly": "no", "save": "", "cluster-node-timeout": "1000"}
+	})
+	m, r := masterReplica(t, rc, "")
+	ctx := context.Background()
+	mc := m.client("")
+	defer mc.Close()
+	if err := mc.Set(ctx, "{k}1", "v1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+	m.kill()
+	if err := m.start(t); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(filepath.Join(m.root, "redis.log"))
+	for _, want := range []string{"handing them to its replica " + r.ip + ":6379", "did not become master within 3000 ms; starting on the saved nodes.conf"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("start script's output lacks %q:\n%s", want, log)
+		}
+	}
+}
