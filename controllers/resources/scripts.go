@@ -26,13 +26,13 @@ const infoAwk = `{ sub(/\r$/, ""); i = index($0, ":"); k = substr($0, 1, i - 1);
 
 // readinessScript succeeds when the node can serve its role, judged from
 // INFO (https://redis.io/docs/latest/commands/info/; the default sections
-// hold replication and persistence): a master when it answers and is not loading its dataset
-// (loading:0); a replica only when, in addition, its link to its master is
-// up (master_link_status:up) and it is not in a full sync
-// (master_sync_in_progress:0). So a replica whose master is gone, or that
-// is still copying the dataset, is not Ready, and the shard's PDB keeps a
-// drain from evicting its master meanwhile. An error reply (NOAUTH,
-// LOADING) or no answer fails the probe.
+// hold replication and persistence): a master when it answers and is not
+// loading its dataset (loading:0); a replica only when, in addition, its
+// link to its master is up (master_link_status:up) and it is not in a
+// full sync (master_sync_in_progress:0). So a replica whose master is
+// gone, or that is still copying the dataset, is not Ready, and the
+// shard's PDB keeps a drain from evicting its master meanwhile. An error
+// reply (NOAUTH, LOADING) or no answer fails the probe.
 const readinessScript = authPrelude + `rcli "$POD_IP" 6379 INFO | awk '` + infoAwk + `{ f[k] = v }
 END {
   if (f["loading"] != "0") exit 1
@@ -42,13 +42,13 @@ END {
 }'
 `
 
-// preStopMaxLag is how many bytes (a decimal string) of the master's replication stream
-// (master_repl_offset) a replica may not yet have acknowledged for the
-// preStop hook to still hand over to it: the default repl-backlog-size. A
-// replica acknowledges its offset every second (REPLCONF ACK), so one
-// under a steady write load always trails by up to a second of writes;
-// CLUSTER FAILOVER then pauses the master's clients until the replica has
-// caught up with the rest.
+// preStopMaxLag is how many bytes (a decimal string) of the master's
+// replication stream (master_repl_offset) a replica may not yet have
+// acknowledged for the preStop hook to still hand over to it: the default
+// repl-backlog-size. A replica acknowledges its offset every second
+// (REPLCONF ACK), so one under a steady write load always trails by up to
+// a second of writes; CLUSTER FAILOVER then pauses the master's clients
+// until the replica has caught up with the rest.
 const preStopMaxLag = "1048576"
 
 // preStopScript runs before the container gets SIGTERM. On a master it

@@ -29,28 +29,27 @@ const handoverMaxWaitMs = "45000"
 // slots, handover asks each replica listed there (lines whose master field
 // is this node's ID; address ip:port from ip:port@cport[,hostname]) for
 // INFO replication and CLUSTER NODES, with REDISCLI_AUTH from the Secret
-// and each call bounded (see authPrelude). Of those
-// that still replicate this node, are not in a full sync
-// (master_sync_in_progress:0) and have data (master_repl_offset > 0), it
-// picks the one with the highest offset and sends it CLUSTER FAILOVER
-// FORCE: the replica starts an election without the handshake with its
-// (dead) master, and still needs the votes of a majority of masters, so it
-// cannot split the cluster (https://redis.io/docs/latest/commands/cluster-failover/;
-// TAKEOVER, which needs no votes, is never used). It waits up to 3 ×
+// and each call bounded (see authPrelude). Of those that still replicate
+// this node, are not in a full sync (master_sync_in_progress:0) and have
+// data (master_repl_offset > 0), it picks the one with the highest offset
+// and sends it CLUSTER FAILOVER FORCE: the replica starts an election
+// without the handshake with its (dead) master, and still needs the votes
+// of a majority of masters, so it cannot split the cluster
+// (https://redis.io/docs/latest/commands/cluster-failover/; TAKEOVER,
+// which needs no votes, is never used). It waits up to 3 ×
 // cluster-node-timeout (read from the rendered redis.conf, Redis's 15000
 // ms default when absent), at most handoverMaxWaitMs, for the replica to
-// report role master, sending
-// FORCE again after 2 × cluster-node-timeout + 1 s (a master votes for a
-// replica of the same master at most once in 2 × node timeout). Then
-// redis-server starts on the old nodes.conf: the promoted replica's higher
-// configEpoch claims the slots, so on the first gossip this node turns
-// into its replica ("Configuration change detected. Reconfiguring myself
-// as a replica of …") and full-syncs from it. That is what Redis 7.0.15
-// does; TestStartHandsOverAfterKill checks it. Until that first gossip
-// (5 ms after "Ready to accept connections" there) this node still
-// believes it owns the slots: a client with a stale slot map may read or
-// write there, but no write is acknowledged by WAIT, as no replica
-// follows it.
+// report role master, sending FORCE again after 2 × cluster-node-timeout
+// + 1 s (a master votes for a replica of the same master at most once in
+// 2 × node timeout). Then redis-server starts on the old nodes.conf: the
+// promoted replica's higher configEpoch claims the slots, so on the first
+// gossip this node turns into its replica ("Configuration change
+// detected. Reconfiguring myself as a replica of …") and full-syncs from
+// it. That is what Redis 7.0.15 does; TestStartHandsOverAfterKill checks
+// it. Until that first gossip (5 ms after "Ready to accept connections"
+// there) this node still believes it owns the slots: a client with a
+// stale slot map may read or write there, but no write is acknowledged by
+// WAIT, as no replica follows it.
 //
 // Nothing is handed over when this node was a replica (a graceful restart
 // after the preStop failover, or a replica restarting), owned no slots, or
