@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
 // Bounds the validation enforces beyond the CRD schema. The schema has the
@@ -239,20 +240,34 @@ func validResourceName(name corev1.ResourceName) bool {
 	return false
 }
 
-// warnMaxmemory warns when maxmemory is not below the container's memory
-// limit: the kernel then kills Redis before Redis evicts anything.
+// warnMaxmemory warns when the container has a memory limit and
+// spec.config's maxmemory leaves no room below it for a fork's
+// copy-on-write, fragmentation and replica buffers: when maxmemory is 0
+// (no limit: Redis grows until the kernel kills it) or above
+// resources.SafeMaxmemory of the limit (the default the operator renders
+// when maxmemory is unset). It only warns: a workload with few writes
+// during snapshots may need less room.
 func (v *Validator) warnMaxmemory(spec *cachev1beta1.RedisClusterSpec, p *field.Path, r *result) {
 	limit, ok := spec.Resources.Limits[corev1.ResourceMemory]
-	raw, set := spec.Config["maxmemory"]
-	if !ok || !set || limit.Sign() <= 0 {
+	if !ok || limit.Sign() <= 0 {
 		return
 	}
-	n, valid := parseMemory(raw)
-	if !valid || n == 0 || limit.CmpInt64(int64(min(n, uint64(1<<62)))) > 0 {
-		return
+	for key, raw := range spec.Config {
+		if strings.ToLower(key) != "maxmemory" {
+			continue
+		}
+		n, valid := parseMemory(raw)
+		safe := resources.SafeMaxmemory(limit)
+		switch {
+		case !valid:
+		case n == 0:
+			r.warn(p.Child("config").Key(key), "%s means no limit, with a memory limit of %s: Redis grows until the container is killed for running out of memory instead of evicting keys or refusing writes; leave maxmemory unset to default to %d%% of the limit (%s)",
+				raw, limit.String(), resources.MaxmemoryPercentOfLimit, resource.NewQuantity(safe, resource.BinarySI).String())
+		case n > uint64(safe):
+			r.warn(p.Child("config").Key(key), "%s is more than %d%% of the memory limit of %s (%s): the fork of an RDB snapshot, an AOF rewrite or a replica's full sync can double Redis's memory, and with fragmentation and replication buffers the container is killed for running out of memory; leave maxmemory unset to default to that",
+				raw, resources.MaxmemoryPercentOfLimit, limit.String(), resource.NewQuantity(safe, resource.BinarySI).String())
+		}
 	}
-	r.warn(p.Child("config").Key("maxmemory"), "%s is not below the memory limit of %s: the container is killed for running out of memory before Redis evicts keys; leave room for fragmentation, replication buffers and the copy-on-write of snapshots",
-		raw, limit.String())
 }
 
 func (v *Validator) validateStorage(storage *cachev1beta1.StorageSpec, res *corev1.ResourceRequirements, p *field.Path, r *result) {

@@ -465,7 +465,17 @@ func TestWarnings(t *testing.T) {
 			rc := validHub()
 			rc.Spec.Config["maxmemory"] = "512mb"
 			return v.ValidateV1beta1(nil, rc)
-		}, want: "spec.config[maxmemory]: 512mb is not below the memory limit of 512Mi: the container is killed for running out of memory before Redis evicts keys; leave room for fragmentation, replication buffers and the copy-on-write of snapshots"},
+		}, want: "spec.config[maxmemory]: 512mb is more than 50% of the memory limit of 512Mi (256Mi): the fork of an RDB snapshot, an AOF rewrite or a replica's full sync can double Redis's memory, and with fragmentation and replication buffers the container is killed for running out of memory; leave maxmemory unset to default to that"},
+		{name: "maxmemory above the safe share of the limit", check: func() (admission.Warnings, error) {
+			rc := validHub()
+			rc.Spec.Config["maxmemory"] = "268435457"
+			return v.ValidateV1beta1(nil, rc)
+		}, want: "spec.config[maxmemory]: 268435457 is more than 50% of the memory limit of 512Mi (256Mi): the fork of an RDB snapshot, an AOF rewrite or a replica's full sync can double Redis's memory, and with fragmentation and replication buffers the container is killed for running out of memory; leave maxmemory unset to default to that"},
+		{name: "no maxmemory with a memory limit", check: func() (admission.Warnings, error) {
+			rc := validHub()
+			rc.Spec.Config["maxmemory"] = "0"
+			return v.ValidateV1beta1(nil, rc)
+		}, want: "spec.config[maxmemory]: 0 means no limit, with a memory limit of 512Mi: Redis grows until the container is killed for running out of memory instead of evicting keys or refusing writes; leave maxmemory unset to default to 50% of the limit (256Mi)"},
 		{name: "storage smaller than two copies of memory", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Storage.Size = ptr.To(resource.MustParse("768Mi"))

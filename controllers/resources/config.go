@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
@@ -215,12 +219,50 @@ func ValidateConfig(config map[string]string) error {
 	return nil
 }
 
+// MaxmemoryPercentOfLimit is the share of the Redis container's memory
+// limit, in percent, that SafeMaxmemory gives to maxmemory. The rest is
+// for what maxmemory does not bound and the kernel still charges to the
+// container:
+//   - copy-on-write of the fork that writes an RDB (snapshots, and every
+//     full sync of a replica, diskless or not) or rewrites the AOF: "Redis
+//     may use up to 2 times the memory normally used" in a write-heavy
+//     application (https://redis.io/docs/latest/operate/oss_and_stack/management/admin/);
+//   - allocator fragmentation: "if you think you have 10 GB of free memory,
+//     set it to 8 or 9" (https://redis.io/docs/latest/operate/oss_and_stack/management/optimization/memory-optimization/);
+//   - replica output buffers, which maxmemory does not count (up to the
+//     256 MB hard limit of client-output-buffer-limit replica).
+//
+// 50 keeps the worst case of a fork (every page copied) inside the limit.
+// The exporter runs in its own container with its own limit.
+const MaxmemoryPercentOfLimit = 50
+
+// SafeMaxmemory is the maxmemory, in bytes, for a Redis container whose
+// memory limit is limit: MaxmemoryPercentOfLimit percent of it, rounded
+// down. It returns 0 (Redis's "no limit") for no limit or a non-positive
+// one.
+func SafeMaxmemory(limit resource.Quantity) int64 {
+	if limit.Sign() <= 0 {
+		return 0
+	}
+	return limit.Value() * MaxmemoryPercentOfLimit / 100
+}
+
 // EffectiveConfig is spec.config (keys in lower case) on top of the
-// operator's defaults. It assumes ValidateConfig passed.
+// operator's defaults. When spec.config has no maxmemory and the Redis
+// container has a memory limit, maxmemory defaults to SafeMaxmemory of
+// that limit (in bytes), so Redis evicts or refuses writes (per
+// maxmemory-policy) before the kernel kills it. Both the rendered
+// redis.conf and the live config come from here. It assumes
+// ValidateConfig passed.
 func EffectiveConfig(rc *cachev1beta1.RedisCluster) map[string]string {
 	out := maps.Clone(operatorDefaults)
 	for k, v := range rc.Spec.Config {
 		out[strings.ToLower(k)] = v
+	}
+	if _, set := out["maxmemory"]; !set {
+		if n := SafeMaxmemory(rc.Spec.Resources.Limits[corev1.ResourceMemory]); n > 0 {
+			out["maxmemory"] = strconv.FormatInt(n, 10)
+		}
 	}
 	return out
 }

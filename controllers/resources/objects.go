@@ -79,11 +79,23 @@ func ClientService(rc *cachev1beta1.RedisCluster) *corev1.Service {
 	return svc
 }
 
-// PodDisruptionBudget builds shard's PDB with maxUnavailable 1: a node
-// drain evicts at most one pod of a shard at a time, so it cannot take a
-// master and its replica together.
+// PodDisruptionBudget builds shard's PDB. With replicas (replicasPerShard
+// ≥ 1) it is maxUnavailable 1: a node drain evicts at most one pod of a
+// shard at a time, so it cannot take a master and its replica together;
+// with the readiness probe (a replica is Ready only with its master link
+// up and not syncing) a drain also waits while a replica is catching up.
+// Without replicas it is minAvailable 1: the master is the shard's only
+// copy, so a drain never evicts it (it waits until the operator or an
+// administrator moves the slots, or deletes the pod by hand).
 func PodDisruptionBudget(rc *cachev1beta1.RedisCluster, shard int) *policyv1.PodDisruptionBudget {
 	one := intstr.FromInt32(1)
+	spec := policyv1.PodDisruptionBudgetSpec{
+		MaxUnavailable: &one,
+		Selector:       &metav1.LabelSelector{MatchLabels: ShardSelector(rc.Name, shard)},
+	}
+	if rc.Spec.ReplicasPerShard == 0 {
+		spec.MaxUnavailable, spec.MinAvailable = nil, &one
+	}
 	pdb := &policyv1.PodDisruptionBudget{
 		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -92,10 +104,7 @@ func PodDisruptionBudget(rc *cachev1beta1.RedisCluster, shard int) *policyv1.Pod
 			Labels:          ShardLabels(rc.Name, shard),
 			OwnerReferences: ownerRefs(rc),
 		},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: &one,
-			Selector:       &metav1.LabelSelector{MatchLabels: ShardSelector(rc.Name, shard)},
-		},
+		Spec: spec,
 	}
 	SetAppliedHash(pdb)
 	return pdb

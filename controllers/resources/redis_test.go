@@ -26,9 +26,12 @@ import (
 // pod is a Redis "pod" run from the builders' output: its files live in a
 // temporary directory that stands in for the pod's mounts.
 type pod struct {
-	ip   string
-	root string
-	cmd  *exec.Cmd
+	ip       string
+	root     string
+	password string
+	cmd      *exec.Cmd
+	exited   chan error
+	log      *os.File
 }
 
 // localize rewrites the pod's mount paths to directories under root.
@@ -45,7 +48,7 @@ func localize(root, s string) string {
 func startPod(t *testing.T, rc *cachev1beta1.RedisCluster, password string) *pod {
 	t.Helper()
 	for attempt := 0; attempt < 5; attempt++ {
-		p := &pod{ip: fmt.Sprintf("127.%d.%d.%d", 200+rand.IntN(50), rand.IntN(256), 1+rand.IntN(253)), root: t.TempDir()}
+		p := &pod{ip: fmt.Sprintf("127.%d.%d.%d", 200+rand.IntN(50), rand.IntN(256), 1+rand.IntN(253)), root: t.TempDir(), password: password}
 		for dir, files := range map[string]map[string][]byte{
 			"config": {ConfigKey: []byte(localize(p.root, ConfigMap(rc).Data[ConfigKey]))},
 			"auth":   Secret(rc, password).Data,
@@ -60,45 +63,71 @@ func startPod(t *testing.T, rc *cachev1beta1.RedisCluster, password string) *pod
 				}
 			}
 		}
-		p.cmd = exec.Command("sh", "-c", localize(p.root, startScript))
-		p.cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
-		log, err := os.Create(filepath.Join(p.root, "redis.log"))
-		if err != nil {
+		switch err := p.start(t); {
+		case err == nil:
+			return p
+		case !errors.Is(err, errAddrInUse):
 			t.Fatal(err)
 		}
-		p.cmd.Stdout, p.cmd.Stderr = log, log
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- p.cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-exited
-			_ = log.Close()
-		})
-		c := p.client(password)
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			select {
-			case <-exited:
-				out, _ := os.ReadFile(log.Name())
-				if strings.Contains(string(out), "Address already in use") {
-					goto next
-				}
-				t.Fatalf("redis-server exited:\n%s", out)
-			default:
-			}
-			if c.Ping(context.Background()).Err() == nil {
-				return p
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("redis-server on %s did not answer", p.ip)
-	next:
 	}
 	t.Fatal("no free loopback address after 5 attempts")
 	return nil
+}
+
+var errAddrInUse = errors.New("address already in use")
+
+// start runs the start script as the container would (again after a
+// kill: same IP, same data directory) and waits until the node answers
+// PING; the script's and the server's output go to redis.log, appended.
+func (p *pod) start(t *testing.T) error {
+	t.Helper()
+	p.cmd = exec.Command("sh", "-c", localize(p.root, startScript))
+	p.cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
+	log, err := os.OpenFile(filepath.Join(p.root, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	p.log = log
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	p.exited = exited
+	go func() { exited <- p.cmd.Wait() }()
+	cmd := p.cmd
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+		_ = log.Close()
+	})
+	c := p.client(p.password)
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(log.Name())
+			if strings.Contains(string(out), "Address already in use") {
+				return errAddrInUse
+			}
+			return fmt.Errorf("redis-server on %s exited:\n%s", p.ip, out)
+		default:
+		}
+		if c.Ping(context.Background()).Err() == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server on %s did not answer", p.ip)
+}
+
+// kill sends SIGKILL to the pod's redis-server (the start script execs
+// it, so it is the process started) and waits until it is gone.
+func (p *pod) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	err := <-p.exited
+	p.exited <- err // for the cleanup
 }
 
 func (p *pod) client(password string) *redis.Client {
@@ -106,11 +135,18 @@ func (p *pod) client(password string) *redis.Client {
 }
 
 // script runs one of the pod's scripts as the kubelet would (sh -c, with
-// the container's POD_IP) and returns its exit error.
+// the container's POD_IP) and returns its exit error. A script still
+// running after 30 s is killed and reported as hung.
 func (p *pod) script(script string) error {
-	cmd := exec.Command("sh", "-c", localize(p.root, script))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", localize(p.root, script))
 	cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
+	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return fmt.Errorf("script hung for 30 s: %s", out)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}
@@ -229,40 +265,15 @@ func TestPreStopFailsOverMaster(t *testing.T) {
 	requireRedis(t)
 	const password = "pre stop\"pw"
 	rc := cluster()
-	m, r := startPod(t, rc, password), startPod(t, rc, password)
+	m, r := masterReplica(t, rc, password)
 	ctx := context.Background()
 	mc, rcl := m.client(password), r.client(password)
-
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(mc.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
-	must(mc.ClusterMeet(ctx, r.ip, "6379").Err())
-	masterID, err := mc.Do(ctx, "CLUSTER", "MYID").Text()
-	must(err)
-	eventually(t, "replica learns the master", func() error {
-		return rcl.Do(ctx, "CLUSTER", "REPLICATE", masterID).Err()
-	})
-	eventually(t, "cluster ok and replica in sync", func() error {
-		info, err := rcl.Info(ctx, "replication").Result()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(info, "master_link_status:up") {
-			return errors.New("link down")
-		}
-		ci, err := mc.ClusterInfo(ctx).Result()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(ci, "cluster_state:ok") {
-			return errors.New(ci)
-		}
-		return nil
-	})
 	must(mc.Set(ctx, "{k}1", "v1", 0).Err())
 	must(mc.Do(ctx, "WAIT", 1, 5000).Err())
 

@@ -101,7 +101,7 @@ func TestStatefulSetShape(t *testing.T) {
 	if sts.Spec.ServiceName != "cache-headless" {
 		t.Errorf("serviceName %q", sts.Spec.ServiceName)
 	}
-	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || p.WhenScaled != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
 		t.Errorf("claim retention %+v", p)
 	}
 	assertOwner(t, sts.OwnerReferences)
@@ -313,10 +313,15 @@ func TestServicesAndPDB(t *testing.T) {
 		}
 	}
 	pdb := PodDisruptionBudget(rc, 2)
-	if pdb.Name != "cache-shard-2" || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[LabelShard] != "2" {
+	if pdb.Name != "cache-shard-2" || pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[LabelShard] != "2" {
 		t.Errorf("pdb %+v", pdb.Spec)
 	}
 	assertOwner(t, pdb.OwnerReferences)
+	// Without replicas the master is the only copy: a drain must not evict it.
+	alone := PodDisruptionBudget(cluster(func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 0 }), 2)
+	if alone.Spec.MaxUnavailable != nil || alone.Spec.MinAvailable == nil || alone.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("pdb without replicas %+v, want minAvailable 1", alone.Spec)
+	}
 }
 
 func TestRenderConfig(t *testing.T) {
@@ -405,5 +410,47 @@ func assertOwner(t *testing.T, refs []metav1.OwnerReference) {
 	t.Helper()
 	if len(refs) != 1 || refs[0].UID != "uid-1" || refs[0].Kind != "RedisCluster" || refs[0].APIVersion != "cache.redis.io/v1beta1" || !*refs[0].Controller {
 		t.Errorf("owner references %+v", refs)
+	}
+}
+
+// TestMaxmemoryDefault: with a memory limit and no maxmemory in
+// spec.config, redis.conf and the live config both set maxmemory to half
+// the limit; an explicit maxmemory (any case) wins; no limit, no default.
+func TestMaxmemoryDefault(t *testing.T) {
+	withLimit := func(limit string, config map[string]string) *cachev1beta1.RedisCluster {
+		return cluster(func(rc *cachev1beta1.RedisCluster) {
+			rc.Spec.Config = config
+			if limit != "" {
+				rc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		rc   *cachev1beta1.RedisCluster
+		want string // "" for no maxmemory line
+	}{
+		{name: "limit, no maxmemory", rc: withLimit("1Gi", nil), want: "536870912"},
+		{name: "decimal limit", rc: withLimit("3G", nil), want: "1500000000"},
+		{name: "explicit maxmemory wins", rc: withLimit("1Gi", map[string]string{"maxmemory": "900mb"}), want: "900mb"},
+		{name: "explicit in upper case wins", rc: withLimit("1Gi", map[string]string{"MAXMEMORY": "0"}), want: "0"},
+		{name: "no limit", rc: withLimit("", nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := RenderConfig(tc.rc)
+			live, hasLive := LiveConfig(tc.rc)["maxmemory"]
+			if tc.want == "" {
+				if strings.Contains(conf, "\nmaxmemory ") || hasLive {
+					t.Errorf("maxmemory set without a limit: live %q, conf:\n%s", live, conf)
+				}
+				return
+			}
+			if !strings.Contains(conf, "\nmaxmemory "+tc.want+"\n") {
+				t.Errorf("redis.conf lacks maxmemory %s:\n%s", tc.want, conf)
+			}
+			if live != tc.want {
+				t.Errorf("live maxmemory %q, want %q", live, tc.want)
+			}
+		})
 	}
 }

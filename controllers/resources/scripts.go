@@ -1,45 +1,89 @@
 package resources
 
 // The shell scripts the Redis container runs. They need only a POSIX sh,
-// cp, cat, awk, sleep and redis-cli, all of which the official redis
-// images (Debian based) carry. They read the password from the mounted
-// Secret and hand it to redis-cli through REDISCLI_AUTH, so it never shows
-// in a process's arguments.
+// cp, cat, awk, head, sleep and redis-cli, all of which the official redis
+// images (Debian based) carry, and bound each redis-cli call with
+// timeout(1) when the image has it (coreutils; busybox in Alpine). They
+// read the password from the mounted Secret and hand it to redis-cli
+// through REDISCLI_AUTH, so it never shows in a process's arguments.
 
-// authPrelude exports REDISCLI_AUTH when the Secret holds a password.
+// authPrelude exports REDISCLI_AUTH when the Secret holds a password, and
+// defines rcli HOST PORT ARGS...: redis-cli against HOST:PORT, its errors
+// dropped and, where timeout(1) exists, killed after 3 s, so a hung node
+// cannot stall a script.
 const authPrelude = `p=` + AuthDir + `/` + PasswordKey + `
 if [ -s "$p" ]; then REDISCLI_AUTH="$(cat "$p")"; export REDISCLI_AUTH; fi
+rcli() { _h=$1; _p=$2; shift 2
+  if command -v timeout >/dev/null 2>&1; then timeout 3 redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; else redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; fi
+}
 `
 
-// startScript copies the rendered redis.conf to the data volume (CONFIG
-// REWRITE needs a writable file next to a writable directory; the
-// ConfigMap mount is read-only) and execs redis-server with the pod's own
-// IP as listen address and as the address it announces to the cluster and
-// to its master. POD_IP comes from the downward API.
-const startScript = `set -e
-cp ` + ConfigDir + `/` + ConfigKey + ` ` + DataDir + `/redis.conf
-exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce-ip "$POD_IP" --replica-announce-ip "$POD_IP"
+// infoAwk is the start of an awk program over redis-cli INFO output: it
+// strips the CR of each line and splits it at the first colon into k and
+// v (values may hold colons, such as IPv6 addresses).
+const infoAwk = `{ sub(/\r$/, ""); i = index($0, ":"); k = substr($0, 1, i - 1); v = substr($0, i + 1) }
 `
 
-// readinessScript succeeds when the node answers PING with PONG (not
-// LOADING, not an auth error).
-const readinessScript = authPrelude + `r="$(redis-cli -h "$POD_IP" -p 6379 ping)" && [ "$r" = PONG ]
+// readinessScript succeeds when the node can serve its role, judged from
+// INFO (https://redis.io/docs/latest/commands/info/; the default sections
+// hold replication and persistence): a master when it answers and is not
+// loading its dataset (loading:0); a replica only when, in addition, its
+// link to its master is up (master_link_status:up) and it is not in a
+// full sync (master_sync_in_progress:0). So a replica whose master is
+// gone, or that is still copying the dataset, is not Ready, and the
+// shard's PDB keeps a drain from evicting its master meanwhile. An error
+// reply (NOAUTH, LOADING) or no answer fails the probe.
+const readinessScript = authPrelude + `rcli "$POD_IP" 6379 INFO | awk '` + infoAwk + `{ f[k] = v }
+END {
+  if (f["loading"] != "0") exit 1
+  if (f["role"] == "master") exit 0
+  if (f["role"] == "slave" && f["master_link_status"] == "up" && f["master_sync_in_progress"] == "0") exit 0
+  exit 1
+}'
 `
 
-// preStopScript runs before the container gets SIGTERM. On a master with a
-// connected, healthy replica it asks that replica for CLUSTER FAILOVER (a
-// planned failover: the replica catches up with the master's offset before
-// taking over; Redis Cluster specification, "Manual failover") and waits up
-// to 10 s for this node to become a replica. It always exits 0 so a failed
-// attempt never blocks the pod's termination. The operator does its own
-// planned failover before it deletes a master (rolling updates); this hook
-// covers deletions the operator did not start (drains, kubectl delete).
-const preStopScript = authPrelude + `cli() { redis-cli -h "$POD_IP" -p 6379 "$@"; }
+// preStopMaxLag is how many bytes (a decimal string) of the master's
+// replication stream (master_repl_offset) a replica may not yet have
+// acknowledged for the preStop hook to still hand over to it: the default
+// repl-backlog-size. A replica acknowledges its offset every second
+// (REPLCONF ACK), so one under a steady write load always trails by up to
+// a second of writes; CLUSTER FAILOVER then pauses the master's clients
+// until the replica has caught up with the rest.
+const preStopMaxLag = "1048576"
+
+// preStopScript runs before the container gets SIGTERM. On a master it
+// picks the in-sync replica with the highest offset among those the
+// master's INFO replication lists (slaveN:ip=…,port=…,state=online,
+// offset=…) whose offset is within preStopMaxLag of the master's
+// master_repl_offset, asks it for CLUSTER FAILOVER (a planned failover:
+// the replica catches up with the master's offset before taking over;
+// Redis Cluster specification, "Manual failover") and waits up to 10 s
+// for this node to become a replica. With no such replica (none, or one in
+// a full sync, lagging or hung) it exits 0 without a failover: Redis's
+// shutdown-timeout then lets the replicas catch up before the master stops.
+// It always exits 0 so a failed attempt never blocks the pod's
+// termination. The operator does its own planned failover before it
+// deletes a master (rolling updates); this hook covers deletions the
+// operator did not start (drains, kubectl delete).
+const preStopScript = authPrelude + `cli() { rcli "$POD_IP" 6379 "$@"; }
 [ "$(cli ROLE | head -n 1)" = master ] || exit 0
-id="$(cli CLUSTER MYID)"
-target="$(cli CLUSTER REPLICAS "$id" | awk '$3 !~ /fail/ && $8 == "connected" { split($2, a, "@"); print a[1]; exit }')"
+target="$(cli INFO replication | awk -v maxlag=` + preStopMaxLag + ` '` + infoAwk + `k == "master_repl_offset" { mo = v + 0 }
+k ~ /^slave[0-9]+$/ {
+  n = split(v, kv, ","); ip = ""; port = ""; state = ""; off = -1
+  for (j = 1; j <= n; j++) {
+    e = index(kv[j], "="); name = substr(kv[j], 1, e - 1); val = substr(kv[j], e + 1)
+    if (name == "ip") ip = val; else if (name == "port") port = val
+    else if (name == "state") state = val; else if (name == "offset") off = val + 0
+  }
+  if (state == "online") { c++; ips[c] = ip; ports[c] = port; offs[c] = off }
+}
+END {
+  best = 0
+  for (j = 1; j <= c; j++) if (offs[j] > 0 && offs[j] + maxlag >= mo && (best == 0 || offs[j] > offs[best])) best = j
+  if (best) print ips[best] ":" ports[best]
+}')"
 [ -n "$target" ] || exit 0
-redis-cli -h "${target%:*}" -p "${target##*:}" CLUSTER FAILOVER >/dev/null 2>&1 || exit 0
+[ "$(rcli "${target%:*}" "${target##*:}" CLUSTER FAILOVER)" = OK ] || exit 0
 i=0
 while [ "$i" -lt 20 ]; do
   [ "$(cli ROLE | head -n 1)" = slave ] && exit 0

@@ -34,11 +34,12 @@ const (
 // restart order (replicas first, then a planned failover, then the old
 // master). The pod template carries TemplateHashAnnotation.
 //
-// Claims of pods removed by a scale-down of replicasPerShard are deleted
-// (whenScaled: Delete: their data is a stale copy); claims survive the
-// StatefulSet's deletion (whenDeleted: Retain), and the controller deletes
-// them itself per spec.storage.deleteClaimPolicy or when a shard is
-// removed by a scale-in.
+// Claims are retained both when the StatefulSet is scaled down and when it
+// is deleted (whenScaled and whenDeleted: Retain): a `kubectl scale
+// --replicas=0` by hand, a routine maintenance step, must not delete the
+// data. The controller deletes claims itself, only after their node was
+// drained (no slots, no keys) and forgotten by the cluster, or per
+// spec.storage.deleteClaimPolicy when the RedisCluster is deleted.
 func StatefulSet(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
 	template := podTemplate(rc, shard)
 	template.Annotations[TemplateHashAnnotation] = TemplateHash(rc, shard)
@@ -58,7 +59,7 @@ func StatefulSet(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 			},
 			Template:             template,
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{volumeClaimTemplate(rc, shard)},
