@@ -21,34 +21,35 @@ import (
 // progress into status.migration.
 const migrationStatusInterval = 10 * time.Second
 
-// reconcileTopology talks to Redis. When every pod of every shard is ready
-// and the cluster is not paused, the engine's Reconcile drives the cluster
-// to spec (bounded by TopologyTimeout; a longer migration continues next
-// pass). Otherwise the ready pods are only observed, for status.
+// reconcileTopology talks to Redis. When every pod of every shard is up
+// (running on an IP; see allUp) and the cluster is not paused, the
+// engine's Reconcile drives the cluster to spec (bounded by
+// TopologyTimeout; a longer migration continues next pass). Otherwise the
+// pods that are up are only observed, for status.
 func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if !s.passwordKnown {
 		return ctrl.Result{}, false, nil
 	}
-	var ready []topology.Endpoint
-	allReady := len(s.shards) > 0
+	var up []topology.Endpoint
+	allUp := len(s.shards) > 0
 	for _, sh := range s.shards {
-		allReady = allReady && sh.allReady()
+		allUp = allUp && sh.allUp()
 		for _, p := range sh.Pods {
-			if p.Ready {
-				ready = append(ready, p.endpoint())
+			if p.Up {
+				up = append(up, p.endpoint())
 			}
 		}
 	}
-	if len(ready) == 0 {
+	if len(up) == 0 {
 		return ctrl.Result{}, false, nil
 	}
 	eng := r.engine(s.password, s.log)
 	desired := s.desired()
 
-	if s.rc.Spec.Paused || !allReady {
+	if s.rc.Spec.Paused || !allUp {
 		octx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
 		defer cancel()
-		view, err := eng.Observe(octx, ready)
+		view, err := eng.Observe(octx, up)
 		if err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("observing Redis: %w", err)
 		}
@@ -56,14 +57,14 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		t := summarize(view, desired, nil)
 		// What the engine would do, without doing it: a paused cluster that
 		// needs nothing is converged, not "converging". (With pods not
-		// ready the planner reports them and this stays false.)
+		// up the planner reports them and this stays false.)
 		steps, perr := topology.Plan(view, desired)
 		t.Converged, t.Planned = len(steps) == 0 && perr == nil, true
 		s.obs.Topology = t
 		return ctrl.Result{}, false, nil
 	}
 
-	r.announceWork(ctx, s, eng, ready, desired)
+	r.announceWork(ctx, s, eng, up, desired)
 	tctx, cancel := context.WithTimeout(ctx, r.TopologyTimeout)
 	defer cancel()
 	prog := &progressReporter{r: r, s: s, ctx: ctx}

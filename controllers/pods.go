@@ -19,6 +19,11 @@ type podInfo struct {
 	Ordinal     int
 	IP          string
 	Ready       bool
+	// Up: the pod is not terminating, has an IP and its redis container
+	// is running. A node that is up may not be Ready (a replica waits for
+	// its master link, which may need the engine's MEET after a restart
+	// on new IPs), yet the engine can talk to it.
+	Up          bool
 	Terminating bool
 	// Hash is the pod's TemplateHashAnnotation.
 	Hash    string
@@ -97,6 +102,7 @@ func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) s
 			Ordinal:     ordinal,
 			IP:          p.Status.PodIP,
 			Ready:       podReady(p),
+			Up:          podUp(p),
 			Terminating: p.DeletionTimestamp != nil,
 			Hash:        p.Annotations[resources.TemplateHashAnnotation],
 			Created:     p.CreationTimestamp.Time,
@@ -123,14 +129,31 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// allReady reports whether every shard runs exactly its expected pods,
-// all ready: only then does the engine get to change the topology.
-func (s *shardPods) allReady() bool {
+// podUp reports whether p's redis container runs on an IP and p is not
+// being deleted.
+func podUp(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == resources.RedisContainerName {
+			return c.State.Running != nil
+		}
+	}
+	return false
+}
+
+// allUp reports whether every shard runs exactly its expected pods, all
+// up: only then does the engine get to change the topology. Up, not
+// Ready: readiness of a replica needs its master link, which after a
+// restart on new IPs needs the engine's MEET; the engine itself treats a
+// node that does not answer as unreachable.
+func (s *shardPods) allUp() bool {
 	if len(s.Pods) != s.Expected {
 		return false
 	}
 	for _, p := range s.Pods {
-		if !p.Ready {
+		if !p.Up {
 			return false
 		}
 	}
