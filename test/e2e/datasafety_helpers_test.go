@@ -271,40 +271,48 @@ func (c *cluster) eventually(timeout time.Duration, cond func() (bool, string)) 
 	}
 }
 
-// waitSettled polls until the RedisCluster is Ready and Redis agrees on
-// every pod as it runs now: each answers cluster_state ok with all 16384
-// slots served and knows every pod. A status written before the operator
-// was stopped can still say Ready while the pods run on new addresses, so
-// Ready alone is not proof after a restart.
+// waitSettled polls until settled holds and returns the RedisCluster.
 func (c *cluster) waitSettled(timeout time.Duration) *cachev1beta1.RedisCluster {
 	c.t.Helper()
+	c.poll("Ready with Redis agreeing", timeout, c.settled)
+	return c.get()
+}
+
+// settled reports whether the RedisCluster is Ready and Redis agrees on
+// every pod as it runs now: each answers cluster_state ok with all 16384
+// slots served, knows every pod and holds none as failing or in
+// handshake. A status written before the operator was stopped, or before
+// a partition ended, can still say Ready while Redis does not agree yet.
+func (c *cluster) settled() (bool, string) {
+	c.t.Helper()
+	if rc := c.get(); !isReady(rc) {
+		return false, statusSummary(rc)
+	}
 	pw := c.password()
-	var rc *cachev1beta1.RedisCluster
-	c.poll("Ready with Redis agreeing", timeout, func() (bool, string) {
-		rc = c.get()
-		if !isReady(rc) {
-			return false, statusSummary(rc)
+	pods := c.pods()
+	for _, p := range pods {
+		if !podIsReady(&p) {
+			return false, p.Name + " is not ready"
 		}
-		pods := c.pods()
-		for _, p := range pods {
-			if !podIsReady(&p) {
-				return false, p.Name + " is not ready"
-			}
-			cl := redis.NewClient(nodeOptions(p.Status.PodIP, pw))
-			ctx, cancel := redisCtx()
-			info, err := cl.ClusterInfo(ctx).Result()
-			cancel()
-			_ = cl.Close()
-			ci := infoMap(info)
-			if err != nil || ci["cluster_state"] != "ok" || ci["cluster_slots_ok"] != strconv.Itoa(numSlots) ||
-				ci["cluster_known_nodes"] != strconv.Itoa(len(pods)) {
-				return false, fmt.Sprintf("%s: state %s, slots ok %s, known nodes %s (%v)", p.Name,
-					ci["cluster_state"], ci["cluster_slots_ok"], ci["cluster_known_nodes"], err)
+		cl := redis.NewClient(nodeOptions(p.Status.PodIP, pw))
+		ctx, cancel := redisCtx()
+		info, err := cl.ClusterInfo(ctx).Result()
+		nodes, nerr := cl.ClusterNodes(ctx).Result()
+		cancel()
+		_ = cl.Close()
+		ci := infoMap(info)
+		if err != nil || nerr != nil || ci["cluster_state"] != "ok" || ci["cluster_slots_ok"] != strconv.Itoa(numSlots) ||
+			ci["cluster_known_nodes"] != strconv.Itoa(len(pods)) {
+			return false, fmt.Sprintf("%s: state %s, slots ok %s, known nodes %s (%v, %v)", p.Name,
+				ci["cluster_state"], ci["cluster_slots_ok"], ci["cluster_known_nodes"], err, nerr)
+		}
+		for _, n := range parseNodes(nodes) {
+			if n.has("fail") || n.has("fail?") || n.has("handshake") || n.has("noaddr") {
+				return false, fmt.Sprintf("%s sees %s (%s) with flags %v", p.Name, n.ID, n.Addr, n.Flags)
 			}
 		}
-		return true, ""
-	})
-	return rc
+	}
+	return true, ""
 }
 
 // reportKeys prints the scenario's counts on the suite's output, next to

@@ -138,10 +138,7 @@ func testAsymmetricPartition(t *testing.T) {
 	t.Logf("partition of %s (%s) from the operator and %s (%s) from %s for %.0fs; the replica's view of it at the end: %s",
 		masterPod, M, replicaPod, R, cut.Format("15:04:05"), healed.Sub(cut).Seconds(), replicaView)
 
-	readyAgain, msg := c.eventually(3*time.Minute, func() (bool, string) {
-		rc := c.get()
-		return isReady(rc), statusSummary(rc)
-	})
+	readyAgain, msg := c.eventually(3*time.Minute, c.settled)
 	var claimedHealthy []string
 	for _, ob := range c.obs.since(nudged.Add(passGrace)) {
 		if ob.at.After(healed) {
@@ -174,7 +171,7 @@ func testAsymmetricPartition(t *testing.T) {
 			len(claimedHealthy), claimedHealthy[0], claimedHealthy[len(claimedHealthy)-1], masterPod)
 	}
 	if !readyAgain {
-		t.Fatalf("not Ready within 3 minutes of the end of the partition: %s", msg)
+		t.Fatalf("not Ready, with Redis agreeing, within 3 minutes of the end of the partition: %s", msg)
 	}
 	ctx, cancel := redisCtx()
 	defer cancel()

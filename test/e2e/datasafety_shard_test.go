@@ -162,7 +162,7 @@ func testShardLost(t *testing.T) {
 
 	// The documented opt-in repair.
 	c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.LostShardPolicy = cachev1beta1.LostShardReassign })
-	ready := c.waitReady(5 * time.Minute)
+	ready := c.waitSettled(5 * time.Minute)
 	fresh := c.clusterClient()
 	keptLost, keptWrong := keys.check(t, fresh, keysKept)
 	goneLost, _ := keys.check(t, fresh, keysGone)
