@@ -145,15 +145,23 @@ func testScaledToZero(t *testing.T, scaleBack bool) {
 	}
 	if scaleBack {
 		c.scaleShards(rc.Spec.Shards, perShard)
-		c.poll("running its pods again", 5*time.Minute, func() (bool, string) {
+		ok, msg := c.eventually(3*time.Minute, func() (bool, string) {
 			n := 0
 			for _, p := range c.pods() {
 				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 					n++
 				}
 			}
-			return n == int(rc.Spec.Shards*perShard), fmt.Sprintf("%d pods running", n)
+			return n == int(rc.Spec.Shards*perShard), fmt.Sprintf("%d pods running, StatefulSet replicas %v", n, c.shardReplicas(rc.Spec.Shards))
 		})
+		if !ok {
+			var claimsNow []string
+			for _, pvc := range c.claims() {
+				claimsNow = append(claimsNow, fmt.Sprintf("%s %s deleting=%v", pvc.Name, pvc.Status.Phase, pvc.DeletionTimestamp != nil))
+			}
+			reportKeys(name, keys.n, -1, r, -1)
+			t.Fatalf("the StatefulSets scaled back by hand did not run their pods again within 3 minutes: %s; claims: %v", msg, claimsNow)
+		}
 	}
 	logFrom := opLogOffset(t)
 	start := time.Now()
