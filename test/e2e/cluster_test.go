@@ -699,6 +699,7 @@ type statusObserver struct {
 type observed struct {
 	at         time.Time
 	phase      cachev1beta1.Phase
+	health     cachev1beta1.HealthCode // "" when status.health is unset
 	conditions map[string]metav1.Condition
 }
 
@@ -734,6 +735,9 @@ func (o *statusObserver) run() {
 			continue
 		}
 		ob := observed{at: time.Now(), phase: rc.Status.Phase, conditions: map[string]metav1.Condition{}}
+		if rc.Status.Health != nil {
+			ob.health = rc.Status.Health.Status
+		}
 		for _, cond := range rc.Status.Conditions {
 			ob.conditions[cond.Type] = cond
 		}

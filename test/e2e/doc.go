@@ -3,7 +3,8 @@
 // (test/localplane: a real kube-apiserver, etcd and kube-controller-manager,
 // with pods run as local redis-server processes on their own 127.x.y.z
 // addresses) and drives real Redis Clusters through the field failures
-// listed in /work/shared/cases (R1, R2, R3, R7, R9, R11, R14).
+// listed in /work/shared/cases (R1, R2, R3, R5, R7, R9, R11, R14, R18, R20
+// and a variant of C3).
 //
 // The scenarios live in files built only with the e2e tag, so `go test ./...`
 // leaves them out:
@@ -12,10 +13,14 @@
 //	go test -tags e2e -v -timeout 40m -run 'TestScaling' ./test/e2e/
 //
 // Each top-level test is a label (TestSmoke, TestScaling, TestFailover,
-// TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault);
-// its subtests are the scenarios, each printing one line
+// TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault,
+// TestDataSafety); its subtests are the scenarios, each printing one line
 // `e2e: <scenario> <seconds>s ok|FAIL`. Every scenario runs its own
-// RedisCluster in its own namespace (e2e-<name>).
+// RedisCluster in its own namespace (e2e-<name>). TestDataSafety's
+// scenarios also print what they loaded and wrote and how much of it was
+// lost (`e2e: <scenario> keys: ...`); one of them stops and restarts the
+// operator, another cuts a master off with iptables rules (removed when it
+// ends) and needs iptables and ss.
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):

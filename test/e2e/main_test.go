@@ -44,6 +44,9 @@ type suite struct {
 
 	plane    *process
 	operator *process
+	// operatorStopped is set while a scenario has stopped the operator on
+	// purpose (stopOperator); checkOperator then does not fail.
+	operatorStopped bool
 
 	fixtureDir string
 }
@@ -156,15 +159,52 @@ func setupSuite() (*suite, error) {
 	fmt.Printf("e2e: local plane up in %.0fs (state %s)\n", time.Since(start).Seconds(), s.stateDir)
 
 	s.opLog = filepath.Join(logDir, "operator.log")
-	s.operator, err = startProcess(s.opLog, filepath.Join(s.binDir, "redis-operator"),
-		"--kubeconfig", kubeconfig, "--leader-elect=false", "--webhooks=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		// V(1) too: the engine's waits say why a cluster is not converging.
-		"--zap-log-level=debug")
-	if err != nil {
+	if s.operator, err = s.launchOperator(); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// operatorGID is the group the operator process runs as (still as root):
+// an iptables rule with `-m owner --gid-owner` singles out its connections,
+// which leave from 127.0.0.1 like those of the plane's probes.
+const operatorGID = 4711
+
+// launchOperator starts the operator process, its log appended to s.opLog.
+func (s *suite) launchOperator() (*process, error) {
+	return startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, s.opLog, filepath.Join(s.binDir, "redis-operator"),
+		"--kubeconfig", filepath.Join(s.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		// V(1) too: the engine's waits say why a cluster is not converging.
+		"--zap-log-level=debug")
+}
+
+// stopOperator stops the operator (SIGTERM, SIGKILL after 30 s) for a
+// scenario that works on the cluster behind its back, and restarts it when
+// t ends unless startOperator did already, so later scenarios and the
+// cluster's deletion find it running.
+func stopOperator(t testing.TB) {
+	t.Helper()
+	checkOperator(t)
+	env.operator.stop(30 * time.Second)
+	env.operatorStopped = true
+	t.Logf("operator stopped")
+	t.Cleanup(func() {
+		if env.operatorStopped {
+			startOperator(t)
+		}
+	})
+}
+
+// startOperator starts the operator again after stopOperator.
+func startOperator(t testing.TB) {
+	t.Helper()
+	p, err := env.launchOperator()
+	if err != nil {
+		t.Fatalf("starting the operator again: %v", err)
+	}
+	env.operator, env.operatorStopped = p, false
+	t.Logf("operator started")
 }
 
 // teardown stops the operator (SIGTERM, then SIGKILL) and the plane
@@ -250,6 +290,12 @@ type process struct {
 // locked for the child's lifetime, so this happens exactly when the test
 // binary exits, however it exits.
 func startProcess(logPath, name string, args ...string) (*process, error) {
+	return startProcessAs(nil, logPath, name, args...)
+}
+
+// startProcessAs is startProcess with the child's credentials (nil: this
+// process's own).
+func startProcessAs(cred *syscall.Credential, logPath, name string, args ...string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -261,7 +307,7 @@ func startProcess(logPath, name string, args ...string) (*process, error) {
 		defer logFile.Close()
 		p.cmd = exec.Command(name, args...)
 		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true, Credential: cred}
 		if err := p.cmd.Start(); err != nil {
 			started <- err
 			return
@@ -319,6 +365,9 @@ func waitPlane(stateDir string, p *process, timeout time.Duration) error {
 // checkOperator fails t when the operator process has exited.
 func checkOperator(t testing.TB) {
 	t.Helper()
+	if env.operatorStopped {
+		return
+	}
 	if env.operator.exited() {
 		env.printOperatorLog(os.Stderr, 60)
 		t.Fatalf("the operator exited: %v", env.operator.err)

@@ -38,10 +38,11 @@ type writer struct {
 	token  string
 	opts   writerOptions
 
-	mu       sync.Mutex
-	acked    []int
-	attempts int
-	failed   []writeFailure
+	mu           sync.Mutex
+	acked        []int
+	unreplicated []int
+	attempts     int
+	failed       []writeFailure
 
 	stopCh chan struct{}
 	done   chan struct{}
@@ -98,6 +99,9 @@ func (w *writer) run() {
 			w.acked = append(w.acked, i)
 		} else {
 			w.failed = append(w.failed, writeFailure{at: time.Now(), err: err.Error()})
+		}
+		if errors.Is(err, errNotReplicated) {
+			w.unreplicated = append(w.unreplicated, i)
 		}
 		w.mu.Unlock()
 		select {
@@ -158,6 +162,10 @@ type writerResult struct {
 	Attempts int
 	Acked    []int
 	Failed   []writeFailure
+	// Unreplicated are the writes (with Wait) whose last try a master took
+	// but no replica confirmed within the WAIT timeout: not acknowledged,
+	// yet a master that keeps its role keeps them.
+	Unreplicated []int
 }
 
 func (r writerResult) String() string {
@@ -173,7 +181,8 @@ func (w *writer) result() writerResult {
 	w.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return writerResult{Attempts: w.attempts, Acked: append([]int(nil), w.acked...), Failed: append([]writeFailure(nil), w.failed...)}
+	return writerResult{Attempts: w.attempts, Acked: append([]int(nil), w.acked...), Failed: append([]writeFailure(nil), w.failed...),
+		Unreplicated: append([]int(nil), w.unreplicated...)}
 }
 
 // waitWrites blocks until the writer has acknowledged n more writes than
@@ -209,18 +218,42 @@ func (w *writer) verify(c *redis.ClusterClient) writerResult {
 		w.t.Fatalf("the writer had no acknowledged write: %s", r)
 	}
 	w.t.Logf("writer %s: %s", w.prefix, r)
-	var lost, wrong []string
+	lost, wrong := w.readBack(c, r.Acked)
+	if len(lost) > 0 || len(wrong) > 0 {
+		w.t.Fatalf("%s; %d acknowledged keys lost (first %s), %d with a wrong value (first %s)",
+			r, len(lost), first(lost), len(wrong), first(wrong))
+	}
+	w.t.Logf("writer %s: every acknowledged key read back", w.prefix)
+	return r
+}
+
+// readBack reads the keys of writes idx through c and returns those
+// missing and those holding another value than written (as key=value). It
+// fails t only when Redis does not answer.
+func (w *writer) readBack(c *redis.ClusterClient, idx []int) (lost, wrong []string) {
+	w.t.Helper()
+	return readKeys(w.t, c, len(idx), func(j int) (string, string) { return w.key(idx[j]), w.value(idx[j]) })
+}
+
+// readKeys reads n keys through c in pipelined batches of 500, kv(j)
+// giving the j-th key and the value it must hold, and returns the keys
+// missing and those with another value (as key=value). A batch that fails
+// as a whole is retried after a slot-map reload, 5 times; a key that still
+// cannot be read fails t.
+func readKeys(t testing.TB, c *redis.ClusterClient, n int, kv func(j int) (key, value string)) (lost, wrong []string) {
+	t.Helper()
 	const batch = 500
-	for from := 0; from < len(r.Acked); from += batch {
-		idx := r.Acked[from:min(from+batch, len(r.Acked))]
+	for from := 0; from < n; from += batch {
+		to := min(from+batch, n)
 		var cmds []*redis.StringCmd
 		var err error
 		for try := 0; try < 5; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			cmds = nil
 			_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, i := range idx {
-					cmds = append(cmds, p.Get(ctx, w.key(i)))
+				for j := from; j < to; j++ {
+					k, _ := kv(j)
+					cmds = append(cmds, p.Get(ctx, k))
 				}
 				return nil
 			})
@@ -231,25 +264,20 @@ func (w *writer) verify(c *redis.ClusterClient) writerResult {
 			c.ReloadState(context.Background())
 			time.Sleep(time.Second)
 		}
-		for j, cmd := range cmds {
-			i := idx[j]
+		for i, cmd := range cmds {
+			k, want := kv(from + i)
 			v, err := cmd.Result()
 			switch {
 			case errors.Is(err, redis.Nil):
-				lost = append(lost, w.key(i))
+				lost = append(lost, k)
 			case err != nil:
-				w.t.Fatalf("reading %s back: %v", w.key(i), err)
-			case v != w.value(i):
-				wrong = append(wrong, fmt.Sprintf("%s=%q", w.key(i), v))
+				t.Fatalf("reading %s back: %v", k, err)
+			case v != want:
+				wrong = append(wrong, fmt.Sprintf("%s=%q", k, v))
 			}
 		}
 	}
-	if len(lost) > 0 || len(wrong) > 0 {
-		w.t.Fatalf("%s; %d acknowledged keys lost (first %s), %d with a wrong value (first %s)",
-			r, len(lost), first(lost), len(wrong), first(wrong))
-	}
-	w.t.Logf("writer %s: every acknowledged key read back", w.prefix)
-	return r
+	return lost, wrong
 }
 
 func first(s []string) string {
