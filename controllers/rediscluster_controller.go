@@ -53,6 +53,9 @@ const (
 	busyRequeue = 5 * time.Second
 	// stepRequeue follows a rolling-update step or a migration chunk.
 	stepRequeue = time.Second
+	// engineWaitBudget is how long one pass lets the engine wait in a row
+	// for Redis to converge by itself before it reports and requeues.
+	engineWaitBudget = 10 * time.Second
 )
 
 // The controller's RBAC, least privilege: it never deletes Services,
@@ -378,7 +381,10 @@ func (r *RedisClusterReconciler) engine(password string, log logr.Logger) *topol
 		Password:       password,
 		DialTimeout:    r.RedisTimeout,
 		CommandTimeout: r.RedisTimeout,
-		Logger:         log.WithName("topology"),
+		// A pass that only waits for Redis returns soon, so status shows
+		// what it waits for (a master unreachable, a failover to come).
+		WaitBudget: engineWaitBudget,
+		Logger:     log.WithName("topology"),
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 const (
@@ -48,6 +49,8 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 		repeats  int
 		failures int
 		res      *Result
+		// waitingSince is when the current run of Wait-only plans began.
+		waitingSince time.Time
 	)
 	for {
 		view, err := e.observe(ctx, c, desired.endpoints())
@@ -75,6 +78,11 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 				}
 				return res, perr
 			}
+			if waitingSince.IsZero() {
+				waitingSince = time.Now()
+			} else if b := e.opts.WaitBudget; b > 0 && time.Since(waitingSince) >= b {
+				return res, fmt.Errorf("%w: %s", ErrNotReady, waitReason)
+			}
 			tr.update(func(p *Progress) { p.Step = "Wait: " + waitReason })
 			e.log.V(1).Info("Waiting for Redis", "reason", waitReason)
 			if err := sleep(ctx, e.opts.PollInterval); err != nil {
@@ -82,6 +90,7 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 			}
 			continue
 		}
+		waitingSince = time.Time{}
 		sig := signature(actionable)
 		if sig == lastSig {
 			repeats++

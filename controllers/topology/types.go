@@ -236,6 +236,12 @@ type Options struct {
 	// PollInterval is how long Reconcile sleeps while waiting for Redis to settle (gossip,
 	// failover, replica sync). Default 200 ms.
 	PollInterval time.Duration
+	// WaitBudget bounds how long Reconcile waits in a row while Redis converges by itself
+	// (planned steps are only Wait): past it Reconcile returns ErrNotReady naming what it
+	// waits for, with the Result of its last observation, so that the caller can report
+	// that observation (a master unreachable, a failover Redis has not done yet) instead of
+	// holding on to the call. Zero waits until ctx is done.
+	WaitBudget time.Duration
 	// Logger receives the engine's log lines (keys lowerCamel); the zero value discards them.
 	Logger logr.Logger
 }

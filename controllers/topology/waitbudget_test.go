@@ -1,0 +1,37 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis-operator/redis-operator/test/redistest"
+)
+
+// TestWaitBudget: with a master the engine cannot reach (while the rest of the cluster still
+// sees it), Reconcile can only wait for Redis. With WaitBudget set it returns ErrNotReady
+// naming the shard it waits for, with a Result whose view shows the master unreachable, long
+// before its context ends, so the controller can report that observation.
+func TestWaitBudget(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{WaitBudget: time.Second})
+	all := c.addShards(3, 2)
+	d := c.desired(1, all)
+	c.assertShape(d, c.reconcile(d, nil))
+
+	cut := c.desired(1, all)
+	cut.Shards[0].Nodes[0].Addr = deadAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.engine.Reconcile(ctx, cut, nil)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s0") {
+		t.Fatalf("Reconcile returned %v, want ErrNotReady naming shard s0", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Reconcile held on until its context ended")
+	}
+	if res == nil || res.View == nil || res.View.Node("s0-0").Reachable() {
+		t.Fatalf("the result does not show s0-0 unreachable: %+v", res)
+	}
+}
