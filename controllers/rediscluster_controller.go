@@ -55,7 +55,7 @@ const (
 	stepRequeue = time.Second
 	// engineWaitBudget is how long one pass lets the engine wait in a row
 	// for Redis to converge by itself before it reports and requeues.
-	engineWaitBudget = 10 * time.Second
+	engineWaitBudget = 5 * time.Second
 )
 
 // The controller's RBAC, least privilege: it never deletes Services,
