@@ -15,10 +15,10 @@ import (
 
 // podInfo is one Redis pod as the controller sees it.
 type podInfo struct {
-	Name        string
-	Ordinal     int
-	IP          string
-	Ready       bool
+	Name    string
+	Ordinal int
+	IP      string
+	Ready   bool
 	// Up: the pod is not terminating, has an IP and its redis container
 	// is running. A node that is up may not be Ready (a replica waits for
 	// its master link, which may need the engine's MEET after a restart
