@@ -100,7 +100,8 @@ func (s Step) String() string {
 //  2. CLUSTER MEET for nodes missing from the cluster or known at a stale address (after a
 //     restart on a new IP; spec: "Node handshake");
 //  3. open slots are repaired: finished when both ends are alive, else rolled back, as
-//     redis-cli --cluster fix does;
+//     redis-cli --cluster fix does; a move whose destination failed over to its replica
+//     is finished into the shard's new master;
 //  4. node IDs that failed and own no slots are forgotten on every node;
 //  5. a lost shard is reported (ErrShardLost) or, with AllowDataLoss, its dead owner forgotten
 //     so its slots can be re-assigned; an unreachable master is left to Redis's own election

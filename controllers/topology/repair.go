@@ -11,6 +11,15 @@ type openSlot struct {
 // migration, the way redis-cli --cluster fix does: a migration whose both ends are alive
 // masters is finished; a migrating flag towards a node that is gone for good, or a stale
 // flag on a node that does not own the slot, is cleared after moving any keys to the owner.
+//
+// A migration whose destination is now a replica (it failed over to its replica, by Redis's
+// election or CLUSTER FAILOVER) is re-targeted to the master that node replicates: the keys
+// already moved are there (MIGRATE's RESTORE replicates), so the move continues into it
+// (StepMigrate sets IMPORTING on it and MIGRATING towards it) and no key is left behind on
+// either side. When that master is the source itself, the flag is just cleared: the old
+// destination's keys are a copy of the source's. Open flags held by a replica are left
+// alone: Redis 7.0 clears them when a master turns into a replica and refuses SETSLOT on
+// replicas ("Please use SETSLOT only with masters", seen with redis-server 7.0.15).
 func (p *planner) repairSteps() []Step {
 	migr := map[int][]openSlot{}
 	imp := map[int][]openSlot{}
@@ -23,6 +32,9 @@ func (p *planner) repairSteps() []Step {
 		}
 	}
 	for _, n := range p.reachable() {
+		if !n.IsMaster() {
+			continue
+		}
 		self := n.Self()
 		for s, peer := range self.Migrating {
 			migr[s] = append(migr[s], openSlot{n, peer})
@@ -68,6 +80,19 @@ func (p *planner) repairSteps() []Step {
 				continue
 			}
 			dst := p.byID[m.peer]
+			if dst != nil && !dst.IsMaster() {
+				switch m2 := p.byID[dst.MasterID()]; {
+				case m2 == m.node:
+					add(key{StepStabilize, m.node.Endpoint.Name, ""}, s)
+					continue
+				case m2 != nil && m2.IsMaster():
+					dst = m2 // re-target to the master of the destination's shard
+				default:
+					p.block(ErrNotReady, "slot %d is migrating from %s to %s, now a replica of node %s, which is unreachable",
+						s, m.node.Endpoint.Name, dst.Endpoint.Name, dst.MasterID())
+					continue
+				}
+			}
 			switch {
 			case dst != nil && dst.IsMaster() && resumed == nil && !(dst.Info.OK() && m.node.Info.OK()):
 				// A restarted end refuses RESTORE with CLUSTERDOWN until it has rejoined.

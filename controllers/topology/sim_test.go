@@ -256,6 +256,9 @@ func (s *sim) apply(steps []Step, d Desired) {
 			}
 		case StepStabilize:
 			n := s.node(st.Node)
+			if n.master != "" {
+				t.Fatalf("%s: SETSLOT on a replica", st)
+			}
 			for _, sl := range expand(st.Slots) {
 				delete(n.imp, sl)
 				delete(n.mig, sl)
@@ -711,26 +714,46 @@ func TestSimLostShard(t *testing.T) {
 }
 
 func TestSimOpenSlotRepair(t *testing.T) {
-	type open func(src, dst *simNode)
+	type open func(s *sim, src, dst *simNode)
+	// failover promotes the replica of shard's master, which turns into a replica and, as
+	// Redis 7.0 does (clusterSetMaster), drops its own open slots.
+	failover := func(s *sim, shard string) {
+		old := s.live[shard+"-0"]
+		s.promote(s.live[shard+"-1"])
+		old.imp, old.mig = nil, nil
+	}
 	cases := map[string]open{
-		"both sides open": func(src, dst *simNode) {
+		"both sides open": func(s *sim, src, dst *simNode) {
 			dst.imp = map[int]string{100: src.id}
 			src.mig = map[int]string{100: dst.id}
 		},
-		"importing only (crash before MIGRATING)": func(src, dst *simNode) {
+		"importing only (crash before MIGRATING)": func(s *sim, src, dst *simNode) {
 			dst.imp = map[int]string{100: src.id, 101: src.id}
 		},
-		"migrating towards a node that no longer exists": func(src, dst *simNode) {
+		"migrating towards a node that no longer exists": func(s *sim, src, dst *simNode) {
 			src.mig = map[int]string{100: strings.Repeat("f", 40)}
+		},
+		"migrating towards a node that is now a replica": func(s *sim, src, dst *simNode) {
+			dst.imp = map[int]string{100: src.id}
+			src.mig = map[int]string{100: dst.id, 101: dst.id}
+			failover(s, "s1")
+		},
+		"importing from a node that is now a replica": func(s *sim, src, dst *simNode) {
+			dst.imp = map[int]string{100: src.id}
+			src.mig = map[int]string{100: dst.id}
+			failover(s, "s0")
+		},
+		"migrating towards a node that now replicates the source": func(s *sim, src, dst *simNode) {
+			src.mig = map[int]string{100: s.live["s0-1"].id}
 		},
 	}
 	for name, mk := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := newSim(t)
-			d := Desired{Shards: s.shards("s", 0, 3, 1)}
+			d := Desired{Shards: s.shards("s", 0, 3, 2), ReplicasPerShard: 1}
 			s.mustConverge(d)
 			src, dst := s.live["s0-0"], s.live["s1-0"]
-			mk(src, dst)
+			mk(s, src, dst)
 			s.steps = map[StepKind]int{}
 			s.mustConverge(d)
 			for _, n := range s.live {
