@@ -15,7 +15,7 @@ import (
 // naming the shard it waits for, with a Result whose view shows the master unreachable, long
 // before its context ends, so the controller can report that observation.
 func TestWaitBudget(t *testing.T) {
-	c := newTestCluster(t, redistest.Options{}, Options{WaitBudget: time.Second})
+	c := newTestCluster(t, redistest.Options{}, Options{})
 	all := c.addShards(3, 2)
 	d := c.desired(1, all)
 	c.assertShape(d, c.reconcile(d, nil))
@@ -24,7 +24,8 @@ func TestWaitBudget(t *testing.T) {
 	cut.Shards[0].Nodes[0].Addr = deadAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := c.engine.Reconcile(ctx, cut, nil)
+	// An engine of its own: the cluster's formation above waits for gossip longer than 1 s.
+	res, err := New(Options{WaitBudget: time.Second, Logger: c.engine.opts.Logger}).Reconcile(ctx, cut, nil)
 	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s0") {
 		t.Fatalf("Reconcile returned %v, want ErrNotReady naming shard s0", err)
 	}
