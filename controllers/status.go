@@ -322,7 +322,9 @@ func progressReason(o *observation) (reason, message string) {
 	case o.Creds.RotationStep != "" && len(o.Pods.NotReady) == 0:
 		return cachev1beta1.RedisClusterRotatingCredentialsReason,
 			fmt.Sprintf("Rotating the password to version %s without restarts: step %s.", o.Creds.RotationTarget, o.Creds.RotationStep)
-	case len(o.Pods.NotReady) > 0:
+	case len(o.Pods.NotReady) > 0 && !(t != nil && o.formed() && o.scaling()):
+		// (While shards are added or removed, the new pods starting are
+		// part of the scaling: the engine works as soon as they run.)
 		return cachev1beta1.RedisClusterPendingReason,
 			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
 	case !o.formed():
