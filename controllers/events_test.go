@@ -183,3 +183,52 @@ func TestMasterChangedEvent(t *testing.T) {
 		t.Errorf("events of an unchanged master: %q", got)
 	}
 }
+
+// A pass that started from a stale cached object (a rotation still in its
+// grace period) must not overwrite the status a newer pass wrote meanwhile
+// (the rotation finished): its write conflicts and it writes nothing,
+// leaving the next pass to start from the fresh status. (The e2e Vault
+// rotation once stayed in GracePeriod for good after such a retry.)
+func TestStaleStatusNeverOverwritesNewer(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachev1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 1},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(rc).WithStatusSubresource(rc).Build()
+	r := &RedisClusterReconciler{Client: cl, Recorder: record.NewFakeRecorder(20)}
+	stale := &cachev1beta1.RedisCluster{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), stale); err != nil {
+		t.Fatal(err)
+	}
+	inGrace := &cachev1beta1.CredentialsStatus{Source: "Vault", Version: "v1", RotationStep: "GracePeriod"}
+	stale.Status.Credentials = inGrace.DeepCopy()
+	if err := cl.Status().Update(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	// A newer pass finished the rotation; this pass's cache still holds the grace period.
+	newer := stale.DeepCopy()
+	newer.Status.Credentials = &cachev1beta1.CredentialsStatus{Source: "Vault", Version: "v2"}
+	if err := cl.Status().Update(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+
+	s := newScope(stale, time.Now(), logr.Discard())
+	s.obs = healthyObservation()
+	s.rc.Status.Credentials = inGrace.DeepCopy()
+	if err := r.writeStatus(ctx, s, nil, true); !apierrors.IsConflict(err) {
+		t.Fatalf("write error %v, want the conflict (no retry on a status that moved on)", err)
+	}
+	got := &cachev1beta1.RedisCluster{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Status.Credentials; c == nil || c.Version != "v2" || c.RotationStep != "" {
+		t.Fatalf("credentials after the stale pass: %+v, want the newer v2 with no rotation step", c)
+	}
+}

@@ -308,27 +308,25 @@ func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, pass
 	}
 	err := r.patchStatus(ctx, s, succeeded)
 	// The patch carries the resourceVersion it is based on: a pass that
-	// worked from a stale cached object conflicts instead of writing. Then
-	// the status is computed again on the object read fresh from the API
-	// server (its conditions, transition times and events against that
-	// status) and written at once, a few times at most. A newer generation
-	// is left to its own pass, as are the transition events a failed write
-	// leaves unrecorded.
+	// worked from a stale cached object conflicts instead of writing. When
+	// only the object's metadata moved on (a finalizer, a label), the
+	// status is computed again on the object read fresh from the API
+	// server and written at once, a few times at most. When its status
+	// moved on, another pass wrote what this one never saw (a rotation
+	// step, say): this pass's conclusions rest on a stale status, so it
+	// writes nothing and the conflict requeues a fresh pass (finishPass).
+	// A newer generation is left to its own pass, as are the transition
+	// events a failed write leaves unrecorded.
 	for attempt := 0; apierrors.IsConflict(err) && attempt < statusWriteAttempts; attempt++ {
 		latest := &cachev1beta1.RedisCluster{}
 		if gerr := r.reader().Get(ctx, client.ObjectKeyFromObject(s.rc), latest); gerr != nil {
 			break
 		}
-		if latest.Generation != s.rc.Generation || !latest.DeletionTimestamp.IsZero() {
+		if latest.Generation != s.rc.Generation || !latest.DeletionTimestamp.IsZero() ||
+			!equality.Semantic.DeepEqual(latest.Status, s.original.Status) {
 			break
 		}
 		credentials := s.rc.Status.Credentials
-		// When another write changed the status, the pass's status events
-		// were judged against a stale one, and that write's pass recorded
-		// its own. The actions' events stay.
-		if !equality.Semantic.DeepEqual(latest.Status, s.original.Status) {
-			s.events = slices.DeleteFunc(s.events, func(e event) bool { return !e.action })
-		}
 		s.original = latest.DeepCopy()
 		s.rc = latest
 		s.rc.Status.Credentials = credentials
