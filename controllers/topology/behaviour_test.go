@@ -136,53 +136,6 @@ func leavingGuard(t *testing.T, c *testCluster, d Desired) (func(Progress), *Pro
 	}, &last
 }
 
-// writer keeps writing fresh keys through a cluster client while a reconcile runs and
-// remembers which writes Redis acknowledged.
-type writer struct {
-	stop  chan struct{}
-	done  chan struct{}
-	acked []string
-}
-
-func startWriter(t *testing.T, c *testCluster, d Desired, prefix string) *writer {
-	w := &writer{stop: make(chan struct{}), done: make(chan struct{})}
-	cc := c.client(d)
-	go func() {
-		defer close(w.done)
-		for i := 0; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			k := fmt.Sprintf("%s:%d", prefix, i)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if cc.Set(ctx, k, k, 0).Err() == nil {
-				w.acked = append(w.acked, k)
-			}
-			cancel()
-		}
-	}()
-	return w
-}
-
-// finish stops the writer and checks that every acknowledged write is readable.
-func (w *writer) finish(t *testing.T, c *testCluster, d Desired) {
-	t.Helper()
-	close(w.stop)
-	<-w.done
-	if len(w.acked) < 100 {
-		t.Fatalf("only %d writes acknowledged during the run", len(w.acked))
-	}
-	cc := c.client(d)
-	for _, k := range w.acked {
-		if v, err := cc.Get(context.Background(), k).Result(); err != nil || v != k {
-			t.Fatalf("acknowledged write %s lost: %q %v", k, v, err)
-		}
-	}
-	t.Logf("%d writes acknowledged during the run, all readable", len(w.acked))
-}
-
 // Behaviours 2 and 3: scale out with data, then scale in, checking every key each time.
 func TestScaleOutAndIn(t *testing.T) {
 	cases := []struct {

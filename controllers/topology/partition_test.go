@@ -7,68 +7,11 @@ import (
 	"net"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
-
-// ackWriter writes fresh keys and counts a write as acknowledged only when SET succeeded
-// and WAIT 1 reported a replica that has it (the guarantee a careful client relies on).
-type ackWriter struct {
-	stop, done chan struct{}
-	mu         sync.Mutex
-	acked      []string
-}
-
-func startAckWriter(t *testing.T, c *testCluster, d Desired, prefix string) *ackWriter {
-	w := &ackWriter{stop: make(chan struct{}), done: make(chan struct{})}
-	cc := c.client(d)
-	go func() {
-		defer close(w.done)
-		for i := 0; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			k := fmt.Sprintf("%s:%d", prefix, i)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if cl, err := cc.MasterForKey(ctx, k); err == nil {
-				pipe := cl.Pipeline()
-				set := pipe.Set(ctx, k, k, 0)
-				wait := pipe.Do(ctx, "WAIT", 1, 100)
-				_, _ = pipe.Exec(ctx)
-				if n, _ := wait.Int64(); set.Err() == nil && n >= 1 {
-					w.mu.Lock()
-					w.acked = append(w.acked, k)
-					w.mu.Unlock()
-				}
-			}
-			cancel()
-		}
-	}()
-	return w
-}
-
-// finish stops the writer and checks every acknowledged write through a cluster client.
-func (w *ackWriter) finish(t *testing.T, c *testCluster, d Desired) {
-	t.Helper()
-	close(w.stop)
-	<-w.done
-	cc := c.client(d)
-	lost := 0
-	for _, k := range w.acked {
-		if v, err := cc.Get(context.Background(), k).Result(); err != nil || v != k {
-			lost++
-		}
-	}
-	t.Logf("writer: %d writes acknowledged after WAIT 1, %d lost", len(w.acked), lost)
-	if len(w.acked) < 100 || lost > 0 {
-		t.Fatalf("%d acknowledged writes, %d lost", len(w.acked), lost)
-	}
-}
 
 var currentEpoch = regexp.MustCompile(`cluster_current_epoch:(\d+)`)
 
