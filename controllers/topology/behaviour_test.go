@@ -147,9 +147,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%d-%d-%d", tc.from, tc.to, tc.back), func(t *testing.T) {
 			c := newTestCluster(t, redistest.Options{}, Options{MigrateBatch: 300})
-			all := c.addShards(tc.from, 1+tc.replicas)
-			d := c.desired(tc.replicas, all)
-			c.assertShape(d, c.reconcile(d, nil))
+			all, d := c.form(tc.from, 1+tc.replicas)
 			ds := redistest.Dataset{Prefix: "k", Keys: 100_000, LargeEvery: 2000, LargeFields: 2000}
 			redistest.Load(t, c.client(d), ds)
 
@@ -225,9 +223,7 @@ func TestScaleOutAndIn(t *testing.T) {
 // lost) and the next run finishes the job.
 func TestInterruptedMigrationCancel(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{MigrateSlotsPerRound: 32})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 1)
 	ds := redistest.Dataset{Prefix: "c", Keys: 30_000, LargeEvery: 1000, LargeFields: 500}
 	redistest.Load(t, c.client(d), ds)
 
@@ -340,9 +336,7 @@ func TestInterruptedMigrationKillTarget(t *testing.T) {
 // finishes both and no key is lost.
 func TestInterruptedMigrationCrashMidSlot(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{Password: "crash-pw"}, Options{})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	_, d := c.form(3, 1)
 	ds := redistest.Dataset{Prefix: "m", Keys: 20_000}
 	redistest.Load(t, c.client(d), ds)
 
@@ -392,9 +386,7 @@ func syncReplicas(t *testing.T, c *testCluster, shards []string) {
 // restarting with its nodes.conf on a new address rejoins with the same ID.
 func TestFailureHealing(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{Password: "heal"}, Options{})
-	all := c.addShards(3, 2)
-	d := c.desired(1, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "h", Keys: 5000}
 	redistest.Load(t, c.client(d), ds)
 	syncReplicas(t, c, all)
@@ -466,9 +458,7 @@ func TestFailureHealing(t *testing.T) {
 // engine re-introduces them with CLUSTER MEET and waits: same IDs, all data, state ok.
 func TestFullRestart(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(3, 2)
-	d := c.desired(1, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "r", Keys: 10_000, LargeEvery: 500, LargeFields: 200}
 	redistest.Load(t, c.client(d), ds)
 	syncReplicas(t, c, all)
@@ -511,9 +501,7 @@ func parallel(nodes []*redistest.Node, f func(*redistest.Node)) {
 // is refused (ErrNotReady) and Redis promotes the replica by itself.
 func TestPlannedFailover(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(3, 2)
-	d := c.desired(1, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "p", Keys: 5000}
 	redistest.Load(t, c.client(d), ds)
 	syncReplicas(t, c, all)
@@ -558,9 +546,7 @@ func TestPlannedFailover(t *testing.T) {
 // keep their data.
 func TestLostShard(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	_, d := c.form(3, 1)
 	ds := redistest.Dataset{Prefix: "l", Keys: 5000}
 	redistest.Load(t, c.client(d), ds)
 	v := c.observe(d)

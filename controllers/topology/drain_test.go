@@ -45,9 +45,7 @@ func TestSimLeavingShardDrainedOnlyWithoutKeys(t *testing.T) {
 // Removable, and the error names it; every key stays readable.
 func TestLeavingMasterWithKeysIsNotRemovable(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{Extra: []string{"cluster-allow-replica-migration no"}}, Options{})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 1)
 	ds := redistest.Dataset{Prefix: "d", Keys: 2000}
 	redistest.Load(t, c.client(d), ds)
 

@@ -100,9 +100,7 @@ func TestSimFormedShardForgottenAfterLoss(t *testing.T) {
 // engine assigns no slot and reports them all lost, until AllowDataLoss.
 func TestFormedClusterComesBackEmpty(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 1)
 	redistest.Load(t, c.client(d), redistest.Dataset{Prefix: "f", Keys: 3000})
 	for _, s := range all {
 		n := c.nodes[s][0]
@@ -130,9 +128,7 @@ func TestFormedClusterComesBackEmpty(t *testing.T) {
 // them lost for that shard instead of handing them to the fresh node.
 func TestFormedShardForgottenAfterLoss(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(3, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, d := c.form(3, 1)
 	ds := redistest.Dataset{Prefix: "f", Keys: 3000}
 	redistest.Load(t, c.client(d), ds)
 	old := c.observe(d).Node("s2-0")

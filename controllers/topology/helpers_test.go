@@ -35,6 +35,17 @@ func newTestCluster(t *testing.T, opts redistest.Options, engineOpts Options) *t
 	return &testCluster{t: t, opts: opts, nodes: map[string][]*redistest.Node{}, engine: New(engineOpts)}
 }
 
+// form starts shards shards of perShard nodes each, forms the cluster with perShard-1
+// replicas per shard and checks its shape: how most tests begin. It returns the shard names
+// and the desired shape.
+func (c *testCluster) form(shards, perShard int) ([]string, Desired) {
+	c.t.Helper()
+	all := c.addShards(shards, perShard)
+	d := c.desired(perShard-1, all)
+	c.assertShape(d, c.reconcile(d, nil))
+	return all, d
+}
+
 // addShards starts count shards of perShard nodes each.
 func (c *testCluster) addShards(count, perShard int) []string {
 	c.t.Helper()

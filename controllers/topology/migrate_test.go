@@ -50,9 +50,7 @@ func asking(t *testing.T, cl *redis.Client, args ...any) *redis.Cmd {
 // wrong copy is deleted, the next run finishes the move.
 func TestMigrateKeyConflict(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(2, 1)
-	d := c.desired(0, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	_, d := c.form(2, 1)
 	v := c.observe(d)
 	src := v.Node("s0-0")
 	tag, slot := tagInSlots(t, c.nodes["s0"][0], 0, func(s int) bool { return src.OwnSlots().Has(s) })

@@ -21,9 +21,7 @@ func TestOpenSlotPeerFailedOver(t *testing.T) {
 	}{{"destination", "destination", false}, {"source", "source", false}, {"destination-scale-in", "destination", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newTestCluster(t, redistest.Options{Password: "fo-pw"}, Options{})
-			all := c.addShards(4, 2)
-			d := c.desired(1, all)
-			c.assertShape(d, c.reconcile(d, nil))
+			all, d := c.form(4, 2)
 			ds := redistest.Dataset{Prefix: "fo", Keys: 20_000}
 			redistest.Load(t, c.client(d), ds)
 

@@ -41,9 +41,7 @@ func TestAsymmetricPartitionNoForcedPromotion(t *testing.T) {
 	for _, cutReplica := range []bool{false, true} {
 		t.Run(fmt.Sprintf("replicaCut=%v", cutReplica), func(t *testing.T) {
 			c := newTestCluster(t, redistest.Options{OwnAddress: true}, Options{})
-			all := c.addShards(3, 2)
-			d := c.desired(1, all)
-			c.assertShape(d, c.reconcile(d, nil))
+			all, d := c.form(3, 2)
 			master, replica := c.nodes["s0"][0], c.nodes["s0"][1]
 			masterID := c.observe(d).Node("s0-0").ID
 			epoch := epochOf(c.nodes["s1"][0])

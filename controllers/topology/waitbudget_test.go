@@ -16,9 +16,7 @@ import (
 // before its context ends, so the controller can report that observation.
 func TestWaitBudget(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{})
-	all := c.addShards(3, 2)
-	d := c.desired(1, all)
-	c.assertShape(d, c.reconcile(d, nil))
+	all, _ := c.form(3, 2)
 
 	cut := c.desired(1, all)
 	cut.Shards[0].Nodes[0].Addr = deadAddr(t)
