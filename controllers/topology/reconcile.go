@@ -49,8 +49,11 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 		repeats  int
 		failures int
 		res      *Result
-		// waitingSince is when the current run of Wait-only plans began.
+		// waitingSince is when the current run of Wait-only plans began;
+		// lastWait is the reason last logged, so a wait is logged once, not
+		// every poll.
 		waitingSince time.Time
+		lastWait     string
 	)
 	for {
 		view, err := e.observe(ctx, c, desired.endpoints())
@@ -84,13 +87,16 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 				return res, fmt.Errorf("%w: %s", ErrNotReady, waitReason)
 			}
 			tr.update(func(p *Progress) { p.Step = "Wait: " + waitReason })
-			e.log.V(1).Info("Waiting for Redis", "reason", waitReason)
+			if waitReason != lastWait {
+				e.log.V(1).Info("Waiting for Redis", "reason", waitReason)
+				lastWait = waitReason
+			}
 			if err := sleep(ctx, e.opts.PollInterval); err != nil {
 				return res, err
 			}
 			continue
 		}
-		waitingSince = time.Time{}
+		waitingSince, lastWait = time.Time{}, ""
 		sig := signature(actionable)
 		if sig == lastSig {
 			repeats++
