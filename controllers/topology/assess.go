@@ -296,12 +296,18 @@ func sameAddr(r NodeRecord, addr string) bool {
 	if r.Flags.NoAddr || r.IP == "" {
 		return false
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port != strconv.Itoa(r.Port) {
+	return addrEqual(net.JoinHostPort(r.IP, strconv.Itoa(r.Port)), addr)
+}
+
+// addrEqual compares two "ip:port" addresses, IP forms normalised.
+func addrEqual(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
 		return false
 	}
-	a, b := net.ParseIP(host), net.ParseIP(r.IP)
-	return a != nil && b != nil && a.Equal(b)
+	x, y := net.ParseIP(ha), net.ParseIP(hb)
+	return x != nil && y != nil && x.Equal(y)
 }
 
 // knows reports whether node n's table has target's ID at target's endpoint address, past

@@ -484,6 +484,64 @@ func TestFullRestart(t *testing.T) {
 	redistest.Verify(t, c.client(d), ds)
 }
 
+// Behaviour 6b: as 6, but every node comes back on a new IP address, as pods do, and a
+// replica learns its master's new address by gossip before the master's own ping reaches
+// it. Redis 7.0.15 then moves the address in the replica's table but not its replication
+// (INFO replication keeps the old master_host; the link stays down for good). The test
+// builds that order with a cut between s0's two nodes while a third node meets everyone,
+// checks Redis left the replica on the old address, and expects the engine to re-attach
+// it (CLUSTER REPLICATE) so every link is up.
+func TestFullRestartNewAddresses(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{OwnAddress: true}, Options{})
+	all, d := c.form(3, 2)
+	ds := redistest.Dataset{Prefix: "a", Keys: 5000}
+	redistest.Load(t, c.client(d), ds)
+	syncReplicas(t, c, all)
+	ids := map[string]string{}
+	for _, n := range c.observe(d).Nodes {
+		ids[n.Endpoint.Name] = n.ID
+	}
+	master, replica := c.nodes["s0"][0], c.nodes["s0"][1]
+	oldMasterAddr := master.Addr()
+
+	var nodes []*redistest.Node
+	for _, s := range all {
+		nodes = append(nodes, c.nodes[s]...)
+	}
+	parallel(nodes, (*redistest.Node).Stop)
+	parallel(nodes, (*redistest.Node).RestartOnNewAddress)
+	heal := redistest.Cut(t, master, replica)
+	anchor := c.nodes["s1"][0]
+	for _, n := range nodes {
+		if n != anchor {
+			anchor.Do("CLUSTER", "MEET", n.IP(), n.Port())
+		}
+	}
+	knowsAt := func(on, target *redistest.Node, id string) bool {
+		table, _ := on.Do("CLUSTER", "NODES").(string)
+		return strings.Contains(table, id+" "+target.Addr()+"@")
+	}
+	waitFor(t, 30*time.Second, "s0's nodes learn each other's new address by gossip", func() bool {
+		return knowsAt(replica, master, ids["s0-0"]) && knowsAt(master, replica, ids["s0-1"])
+	})
+	heal()
+	time.Sleep(3 * time.Second) // a few cluster-bus pings between the two
+	info, _ := replica.Do("INFO", "replication").(string)
+	if !strings.Contains(info, "master_host:"+strings.Split(oldMasterAddr, ":")[0]+"\r\n") {
+		t.Fatalf("Redis re-pointed the replica by itself; the state under test was not built:\n%s", info)
+	}
+
+	d = c.desired(1, all)
+	res := c.reconcile(d, nil)
+	c.assertShape(d, res)
+	for _, n := range res.View.Nodes {
+		if ids[n.Endpoint.Name] != n.ID {
+			t.Fatalf("%s came back as %s, was %s", n.Endpoint.Name, n.ID, ids[n.Endpoint.Name])
+		}
+	}
+	redistest.Verify(t, c.client(d), ds)
+}
+
 func parallel(nodes []*redistest.Node, f func(*redistest.Node)) {
 	done := make(chan struct{})
 	for _, n := range nodes {

@@ -358,10 +358,14 @@ func parseKV(text string) map[string]string {
 
 // ReplicationInfo holds the fields of INFO replication the engine uses.
 type ReplicationInfo struct {
-	Role             string // "master" or "slave"
-	MasterLinkUp     bool   // master_link_status:up (replicas)
-	SyncInProgress   bool   // master_sync_in_progress:1 (replicas)
-	ConnectedReplica int    // connected_slaves (masters)
+	Role         string // "master" or "slave"
+	MasterLinkUp bool   // master_link_status:up (replicas)
+	// MasterAddr is "master_host:master_port" (replicas): where replication
+	// connects, which Redis 7.0 does not move when it learns a master's new
+	// address by gossip.
+	MasterAddr       string
+	SyncInProgress   bool // master_sync_in_progress:1 (replicas)
+	ConnectedReplica int  // connected_slaves (masters)
 	// Offset is master_repl_offset on a master and slave_repl_offset on a replica.
 	Offset int64
 }
@@ -374,6 +378,9 @@ func ParseReplicationInfo(text string) (ReplicationInfo, error) {
 		return ri, parseErr("INFO replication role %q", ri.Role)
 	}
 	ri.MasterLinkUp = kv["master_link_status"] == "up"
+	if h, ok := kv["master_host"]; ok {
+		ri.MasterAddr = net.JoinHostPort(h, kv["master_port"])
+	}
 	ri.SyncInProgress = kv["master_sync_in_progress"] == "1"
 	if v, ok := kv["connected_slaves"]; ok {
 		n, err := strconv.Atoi(v)

@@ -198,8 +198,8 @@ func TestParseReplicationInfo(t *testing.T) {
 	if err != nil || ri.Role != "master" || ri.ConnectedReplica != 1 || ri.Offset != 0 {
 		t.Fatalf("%+v %v", ri, err)
 	}
-	ri, err = ParseReplicationInfo("# Replication\r\nrole:slave\r\nmaster_link_status:up\r\nmaster_sync_in_progress:0\r\nslave_repl_offset:1234\r\n")
-	if err != nil || !ri.MasterLinkUp || ri.SyncInProgress || ri.Offset != 1234 {
+	ri, err = ParseReplicationInfo("# Replication\r\nrole:slave\r\nmaster_host:127.0.0.3\r\nmaster_port:6379\r\nmaster_link_status:up\r\nmaster_sync_in_progress:0\r\nslave_repl_offset:1234\r\n")
+	if err != nil || !ri.MasterLinkUp || ri.SyncInProgress || ri.Offset != 1234 || ri.MasterAddr != "127.0.0.3:6379" {
 		t.Fatalf("%+v %v", ri, err)
 	}
 	if _, err := ParseReplicationInfo("role:sentinel\r\n"); !errors.Is(err, ErrParse) {

@@ -152,6 +152,19 @@ func stateFail(names ...string) viewOpt {
 	}
 }
 
+// replicatingFrom makes replica name's replication connect to addr (INFO replication
+// master_host:master_port) with its link down.
+func replicatingFrom(name, addr string) viewOpt {
+	return func(v *ClusterView) {
+		for _, n := range v.Nodes {
+			if n.Endpoint.Name == name {
+				n.Replication.MasterLinkUp = false
+				n.Replication.MasterAddr = addr
+			}
+		}
+	}
+}
+
 func stepStrings(steps []Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
@@ -221,6 +234,24 @@ func TestPlanFixtures(t *testing.T) {
 			want: []string{"Wait: s0-0 reports cluster_state:fail"},
 		},
 		{name: "14 s later Redis cleared FAIL: converged", file: "full-restart-after-meet-plus-14s.cluster-nodes.txt", desired: newIPs},
+		{
+			// Redis 7.0.15 moved s0-0's address in s0-1's table by gossip, but not s0-1's
+			// replication (INFO replication master_host), so the link stays down for good.
+			name: "a replica still replicating from its master's old address is re-attached", file: "full-restart-after-meet-plus-14s.cluster-nodes.txt", desired: newIPs,
+			opts: []viewOpt{replicatingFrom("s0-1", "127.0.0.2:6379")},
+			want: []string{"Replicate s0-1 674621af07b2b4da279dafcee969efb87cb26e0f"},
+		},
+		{
+			// s0-1 knows only the old addresses: it is met with the others, not re-attached.
+			name: "... but only once its table has the master's new address", file: "full-restart-after-meet-plus-14s.cluster-nodes.txt", desired: newIPs,
+			opts: []viewOpt{table(t, "s0-1", "full-restart-new-ips.cluster-nodes.txt"), replicatingFrom("s0-1", "127.0.0.2:6379")},
+			want: []string{"Meet s0-1 -> s1-0", "Meet s0-1 -> s1-1", "Meet s0-1 -> s2-0", "Meet s0-1 -> s2-1"},
+		},
+		{
+			name: "a replica in a full sync from its master's address is left alone", file: "full-restart-after-meet-plus-14s.cluster-nodes.txt", desired: newIPs,
+			opts: []viewOpt{replicatingFrom("s0-1", "127.0.0.20:6379")},
+			want: []string{"Wait: replica s0-1 is syncing with s0-0"},
+		},
 		{
 			name: "a member another node does not know yet (gossip pending, or banned by a FORGET): wait", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
 			opts: []viewOpt{unknownTo("s1-1", "s2-1")},

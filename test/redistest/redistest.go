@@ -126,7 +126,11 @@ func (n *Node) Addr() string {
 }
 
 // IP is the address the node listens on: 127.0.0.1, or its own with Options.OwnAddress.
-func (n *Node) IP() string { return n.ip }
+func (n *Node) IP() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ip
+}
 
 var (
 	ipMu   sync.Mutex
@@ -244,6 +248,22 @@ func (n *Node) RestartOnNewPort() {
 	n.t.Helper()
 	if err := n.startOnFreePort(); err != nil {
 		n.t.Fatalf("redistest: restart on a new port: %v", err)
+	}
+}
+
+// RestartOnNewAddress starts the stopped node again with its files on a fresh address of
+// its own and a fresh port, as a pod that comes back with its volume but a new IP. It needs
+// Options.OwnAddress.
+func (n *Node) RestartOnNewAddress() {
+	n.t.Helper()
+	if !n.opts.OwnAddress {
+		n.t.Fatal("redistest: RestartOnNewAddress needs Options.OwnAddress")
+	}
+	n.mu.Lock()
+	n.ip = nextIP()
+	n.mu.Unlock()
+	if err := n.startOnFreePort(); err != nil {
+		n.t.Fatalf("redistest: restart on a new address: %v", err)
 	}
 }
 
