@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -623,6 +624,7 @@ func (c *cluster) dumpDebug() {
 		for _, p := range pods.Items {
 			c.t.Logf("pod %s ip %s phase %s ready %v deleting %v", p.Name, p.Status.PodIP, p.Status.Phase, podIsReady(&p), p.DeletionTimestamp != nil)
 		}
+		c.logPodTails(pods.Items, 40)
 	}
 	var evs corev1.EventList
 	if err := env.k8s.List(ctx, &evs, client.InNamespace(c.ns)); err == nil {
@@ -634,6 +636,27 @@ func (c *cluster) dumpDebug() {
 		}
 	}
 	env.printOperatorLog(os.Stderr, 80)
+}
+
+// logPodTails logs the last n lines of each pod's redis container (the
+// start script's handover lines and redis-server's own), read through the
+// kubelet API as kubectl logs does: the plane removes a pod's files when
+// the namespace goes.
+func (c *cluster) logPodTails(pods []corev1.Pod, n int64) {
+	cs, err := kubernetes.NewForConfig(env.cfg)
+	if err != nil {
+		c.t.Logf("pod logs: %v", err)
+		return
+	}
+	for _, p := range pods {
+		b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
+			Container: resources.RedisContainerName, TailLines: &n}).DoRaw(context.Background())
+		if err != nil {
+			c.t.Logf("pod %s log: %v", p.Name, err)
+			continue
+		}
+		c.t.Logf("--- last %d lines of pod %s (%s):\n%s", n, p.Name, resources.RedisContainerName, b)
+	}
 }
 
 // destroy deletes the RedisCluster and waits until it is gone (its
