@@ -23,8 +23,8 @@ const migrationStatusInterval = 10 * time.Second
 
 // reconcileTopology talks to Redis. When every pod of every shard is up
 // (running on an IP; see allUp) and the cluster is not paused, the
-// engine's Reconcile drives the cluster to spec (bounded by
-// TopologyTimeout; a longer migration continues next pass). Otherwise the
+// engine's Reconcile drives the cluster to spec (bounded by PassBudget;
+// a longer migration continues next pass). Otherwise the
 // pods that are up are only observed, for status.
 func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if !s.passwordKnown {
@@ -65,9 +65,9 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 	}
 
 	r.announceWork(ctx, s, eng, up, desired)
-	tctx, cancel := context.WithTimeout(ctx, r.TopologyTimeout)
+	tctx, cancel := context.WithTimeout(ctx, r.PassBudget)
 	defer cancel()
-	prog := &progressReporter{r: r, s: s, ctx: ctx}
+	prog := &progressReporter{r: r, s: s, ctx: ctx, before: s.rc.Status.Migration.DeepCopy()}
 	res, err := eng.Reconcile(tctx, desired, prog.report)
 	s.result = res
 	if res != nil {
@@ -177,12 +177,16 @@ func shardCountChanging(rc *cachev1beta1.RedisCluster, o *observation) bool {
 // status.migration (written every migrationStatusInterval during a long
 // call) and, at the end of the call, one event listing its steps.
 type progressReporter struct {
-	r     *RedisClusterReconciler
-	s     *scope
-	ctx   context.Context
-	last  topology.Progress
-	steps []string
-	wrote time.Time
+	r   *RedisClusterReconciler
+	s   *scope
+	ctx context.Context
+	// before is status.migration as the previous pass left it: a migration
+	// spans many passes (each bounded by PassBudget), and the status counts
+	// from its start, not from this pass's.
+	before *cachev1beta1.MigrationStatus
+	last   topology.Progress
+	steps  []string
+	wrote  time.Time
 }
 
 func (p *progressReporter) report(pr topology.Progress) {
@@ -202,11 +206,19 @@ func (p *progressReporter) migration() *cachev1beta1.MigrationStatus {
 	if p.last.SlotsTotal == 0 {
 		return nil
 	}
-	return &cachev1beta1.MigrationStatus{
+	m := &cachev1beta1.MigrationStatus{
 		SlotsMoved: int32(p.last.SlotsMoved),
 		SlotsTotal: int32(p.last.SlotsTotal),
 		KeysMoved:  p.last.KeysMoved,
 	}
+	// This pass continues the previous pass's unfinished migration: what it
+	// moved counts too, and its total was that many slots larger.
+	if b := p.before; b != nil && b.SlotsMoved < b.SlotsTotal {
+		m.SlotsMoved += b.SlotsMoved
+		m.SlotsTotal += b.SlotsMoved
+		m.KeysMoved += b.KeysMoved
+	}
+	return m
 }
 
 // writeMigration patches status.migration alone while the engine works.

@@ -44,7 +44,7 @@ const FieldOwner = "redis-operator"
 // Defaults of the reconciler's options.
 const (
 	DefaultResyncPeriod    = 30 * time.Second
-	DefaultTopologyTimeout = 2 * time.Minute
+	DefaultPassBudget      = 10 * time.Second
 	DefaultRedisTimeout    = 5 * time.Second
 	DefaultDeletionTimeout = 2 * time.Minute
 
@@ -56,6 +56,10 @@ const (
 	// engineWaitBudget is how long one pass lets the engine wait in a row
 	// for Redis to converge by itself before it reports and requeues.
 	engineWaitBudget = 5 * time.Second
+	// failoverTimeout bounds a planned failover (the replica catches up,
+	// then wins an election); if it ends first, Redis finishes the
+	// failover by itself and the next pass sees the outcome.
+	failoverTimeout = 30 * time.Second
 )
 
 // The controller's RBAC, least privilege: it never deletes Services,
@@ -84,9 +88,12 @@ type RedisClusterReconciler struct {
 
 	// ResyncPeriod is how often a settled cluster is observed again.
 	ResyncPeriod time.Duration
-	// TopologyTimeout bounds one call of the engine's Reconcile; a longer
-	// migration continues in the next pass, its progress in status.migration.
-	TopologyTimeout time.Duration
+	// PassBudget bounds one call of the engine's Reconcile, so a pass holds
+	// its worker for about that long (plus the slot round in flight, which
+	// is finished or rolled back, never left open); a longer migration
+	// continues in the next pass from the slot states Redis holds, its
+	// progress in status.migration.
+	PassBudget time.Duration
 	// RedisTimeout bounds dialing and every single Redis command.
 	RedisTimeout time.Duration
 	// DeletionTimeout bounds cleanup on deletion; after it the finalizer
@@ -119,8 +126,8 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.ResyncPeriod <= 0 {
 		r.ResyncPeriod = DefaultResyncPeriod
 	}
-	if r.TopologyTimeout <= 0 {
-		r.TopologyTimeout = DefaultTopologyTimeout
+	if r.PassBudget <= 0 {
+		r.PassBudget = DefaultPassBudget
 	}
 	if r.RedisTimeout <= 0 {
 		r.RedisTimeout = DefaultRedisTimeout
@@ -387,7 +394,7 @@ func (r *RedisClusterReconciler) engine(password string, log logr.Logger) *topol
 }
 
 // isTransient reports engine errors that clear by themselves: nodes still
-// starting, or a chunk of a long migration that hit TopologyTimeout.
+// starting, or a chunk of a long migration that used up the PassBudget.
 func isTransient(err error) bool {
 	return errors.Is(err, topology.ErrNotReady) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -58,7 +58,7 @@ func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope,
 		s.did("RollingUpdate", "Restarting pod %s: %s", action.Pod, action.Reason)
 	case rolloutFailover:
 		s.log.Info("Planned failover", "shard", action.Shard, "pod", action.Pod, "reason", action.Reason)
-		fctx, cancel := context.WithTimeout(ctx, r.TopologyTimeout)
+		fctx, cancel := context.WithTimeout(ctx, failoverTimeout)
 		defer cancel()
 		if err := r.engine(s.password, s.log).Failover(fctx, s.desired(), action.Shard, action.Pod); err != nil {
 			s.failed("FailoverFailed", "Failover of shard %s to %s: %v", action.Shard, action.Pod, err)

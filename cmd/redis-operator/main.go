@@ -55,8 +55,8 @@ func main() {
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", defaultNamespace(),
 		"Namespace of the leader election Lease (default: $POD_NAMESPACE, the pod's own namespace, or \"default\" outside a cluster)")
 	flag.DurationVar(&reconciler.ResyncPeriod, "resync-period", controllers.DefaultResyncPeriod, "How often a settled RedisCluster is observed again")
-	flag.DurationVar(&reconciler.TopologyTimeout, "topology-timeout", controllers.DefaultTopologyTimeout,
-		"Longest topology engine run per reconcile; longer migrations continue in the next one")
+	flag.DurationVar(&reconciler.PassBudget, "pass-budget", controllers.DefaultPassBudget,
+		"Longest topology engine run per reconcile pass (the slot round in flight is finished or rolled back after it); longer migrations continue in the next pass")
 	flag.DurationVar(&reconciler.RedisTimeout, "redis-timeout", controllers.DefaultRedisTimeout, "Timeout of every Redis dial and command")
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
