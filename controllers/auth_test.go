@@ -75,23 +75,25 @@ func TestAuthVaultUnreachable(t *testing.T) {
 	}
 }
 
-// TestAuthTurnedOn: setting spec.auth on a cluster created without it (its
-// owned Secret holds no password, so the pods run without one) starts a
-// rotation from no password instead of writing the password into the
-// Secret, which would give restarted pods a password the running ones
-// lack. The password stays pending (never in status) and auth.conf keeps
-// no requirepass until every node has it; envtest runs no pods, so the
-// rotation waits at its first step.
+// TestAuthTurnedOn: setting a source on a cluster created with
+// spec.auth.disabled (its owned Secret holds no password, so the pods run
+// without one) starts a rotation from no password instead of writing the
+// password into the Secret, which would give restarted pods a password the
+// running ones lack. The password stays pending (never in status) and
+// auth.conf keeps no requirepass until every node has it; envtest runs no
+// pods, so the rotation waits at its first step.
 func TestAuthTurnedOn(t *testing.T) {
 	ns := newNamespace(t)
 	const password = "turned on pw"
-	rc := newCluster(t, ns, "plain")
+	rc := newCluster(t, ns, "plain", func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true}
+	})
 	owned := &corev1.Secret{}
 	eventually(t, "owned Secret without a password", func() error {
 		return k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "plain-auth"}, owned)
 	})
 	if _, ok := owned.Data[resources.PasswordKey]; ok {
-		t.Fatal("the owned Secret of a cluster without spec.auth holds a password")
+		t.Fatal("the owned Secret of a cluster with spec.auth.disabled holds a password")
 	}
 	noAuthConf := string(owned.Data[resources.AuthConfKey])
 

@@ -120,8 +120,10 @@ func TestChildrenAndConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner(t, sec)
-	if _, ok := sec.Data["password"]; ok {
-		t.Error("a password without spec.auth")
+	// Without spec.auth the operator generates the password: 256 bits,
+	// URL-safe base64.
+	if pw := sec.Data["password"]; len(pw) != 43 || strings.Trim(string(pw), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		t.Errorf("generated password %d bytes long, want 43 of URL-safe base64", len(pw))
 	}
 	for i := 0; i < 3; i++ {
 		sts := &appsv1.StatefulSet{}
@@ -156,7 +158,7 @@ func TestChildrenAndConditions(t *testing.T) {
 		cachev1beta1.RedisClusterProgressingCondition:      {metav1.ConditionTrue, cachev1beta1.RedisClusterPendingReason},
 		cachev1beta1.RedisClusterDegradedCondition:         {metav1.ConditionFalse, cachev1beta1.RedisClusterPendingReason},
 		cachev1beta1.RedisClusterSlotsAssignedCondition:    {metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason},
-		cachev1beta1.RedisClusterCredentialsReadyCondition: {metav1.ConditionTrue, cachev1beta1.RedisClusterNoAuthReason},
+		cachev1beta1.RedisClusterCredentialsReadyCondition: {metav1.ConditionTrue, cachev1beta1.RedisClusterGeneratedPasswordReason},
 		cachev1beta1.RedisClusterPausedCondition:           {metav1.ConditionFalse, cachev1beta1.RedisClusterNotPausedReason},
 	}
 	if len(got.Status.Conditions) != len(want) {

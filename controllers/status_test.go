@@ -370,3 +370,24 @@ func TestMigrationProgressSpansPasses(t *testing.T) {
 		t.Fatal("a pass that moved nothing reports no migration")
 	}
 }
+
+// A formed cluster whose pass stopped at the credentials (the generated
+// password's Secret is gone) gets a status naming that, not a panic over
+// the Redis observation it never made.
+func TestStatusOfAFormedClusterStoppedAtCredentials(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{}
+	rc.Name, rc.Generation = "c", 2
+	o := &observation{FormedBefore: true, DesiredShards: 3, ReplicasPerShard: 1,
+		Creds: credentialsObservation{Source: credentialsGenerated, Err: errors.New("secret c-auth is gone; restore it"),
+			Reason: cachev1beta1.RedisClusterGeneratedSecretLostReason}}
+	applyObservation(rc, o, time.Now(), true)
+	for typ, want := range map[string]string{
+		cachev1beta1.RedisClusterReadyCondition:            "False/GeneratedSecretLost",
+		cachev1beta1.RedisClusterCredentialsReadyCondition: "False/GeneratedSecretLost",
+	} {
+		c := meta.FindStatusCondition(rc.Status.Conditions, typ)
+		if c == nil || string(c.Status)+"/"+c.Reason != want || !strings.Contains(c.Message, "restore it") {
+			t.Errorf("%s = %+v, want %s naming what to do", typ, c, want)
+		}
+	}
+}

@@ -297,10 +297,12 @@ func (v *Validator) validateStorage(storage *cachev1beta1.StorageSpec, res *core
 // validateAuth names the missing or conflicting piece of an auth source.
 func validateAuth(auth *cachev1beta1.AuthSpec, p *field.Path, r *result) {
 	switch {
-	case auth.SecretRef == nil && auth.Vault == nil:
-		r.add(field.Required(p, "set secretRef (a Secret holding the password) or vault (a Vault KV v2 secret holding it)"))
 	case auth.SecretRef != nil && auth.Vault != nil:
 		r.add(field.Forbidden(p.Child("vault"), "set only one of secretRef or vault"))
+	case auth.Disabled && (auth.SecretRef != nil || auth.Vault != nil):
+		r.add(field.Forbidden(p.Child("disabled"), "disabled turns authentication off: remove secretRef and vault, or disabled"))
+	case auth.Disabled:
+		r.warn(p.Child("disabled"), "Redis will run without a password: any client that reaches a pod can read and write every key")
 	}
 	if ref := auth.SecretRef; ref != nil {
 		validateSecretKeySelector(ref, p.Child("secretRef"), "the Secret holding the password", r)

@@ -233,8 +233,9 @@ func TestMalformedSpecs(t *testing.T) {
 			want: `spec.storage.storageClassName: Invalid value: "Fast_SSD": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 
 		// v1beta1: auth sources with a missing or extra piece.
-		{name: "auth with no source", hub: func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = &cachev1beta1.AuthSpec{} },
-			want: "spec.auth: Required value: set secretRef (a Secret holding the password) or vault (a Vault KV v2 secret holding it)"},
+		{name: "auth disabled with a source", hub: func(rc *cachev1beta1.RedisCluster) {
+			rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true, SecretRef: &cachev1beta1.SecretKeySelector{Name: "redis-password", Key: "password"}}
+		}, want: "spec.auth.disabled: Forbidden: disabled turns authentication off: remove secretRef and vault, or disabled"},
 		{name: "auth with both sources", hub: func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.Auth = vaultAuth()
 			rc.Spec.Auth.SecretRef = &cachev1beta1.SecretKeySelector{Name: "redis-password", Key: "password"}
@@ -486,6 +487,11 @@ func TestWarnings(t *testing.T) {
 			rc.Spec.Config["hide-user-data-from-log"] = "yes"
 			return v.ValidateV1beta1(nil, rc)
 		}, want: `spec.config[hide-user-data-from-log]: "hide-user-data-from-log" is not a Redis 7.0 parameter; redis-server refuses to start with a directive it does not know, so make sure the image's Redis version has it`},
+		{name: "authentication disabled", check: func() (admission.Warnings, error) {
+			rc := validHub()
+			rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true}
+			return v.ValidateV1beta1(nil, rc)
+		}, want: "spec.auth.disabled: Redis will run without a password: any client that reaches a pod can read and write every key"},
 		{name: "vault over plain http", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Auth = vaultAuth()

@@ -123,12 +123,14 @@ func TestCELRejects(t *testing.T) {
 					Vault:     &cachev1beta1.VaultSource{Address: "https://vault:8200", Path: "redis", Role: "redis"},
 				}
 			},
-			wantField: "spec.auth", wantMsg: "exactly one of secretRef or vault",
+			wantField: "spec.auth", wantMsg: "at most one of secretRef or vault",
 		},
 		{
-			name:      "auth with no source",
-			mutate:    func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = &cachev1beta1.AuthSpec{} },
-			wantField: "spec.auth", wantMsg: "exactly one of secretRef or vault",
+			name: "auth disabled with a source",
+			mutate: func(rc *cachev1beta1.RedisCluster) {
+				rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true, SecretRef: &cachev1beta1.SecretKeySelector{Name: "s"}}
+			},
+			wantField: "spec.auth", wantMsg: "disabled excludes secretRef and vault",
 		},
 		{
 			name: "vault with neither role nor token",

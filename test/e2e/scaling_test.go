@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -27,7 +29,7 @@ func TestScaling(t *testing.T) {
 	t.Run("out-in-3-5-3", func(t *testing.T) {
 		scenario(t, "scaling/out-in-3-5-3")
 		c := newCluster(t, "scale-out-in", nil)
-		c.waitReady(5 * time.Minute)
+		c.checkGeneratedPassword(c.waitReady(5 * time.Minute))
 		cl := c.clusterClient()
 		w := startWriter(t, cl, "outin", writerOptions{})
 		w.waitWrites(200, time.Minute)
@@ -370,4 +372,26 @@ func (c *cluster) statefulSetExists(name string) bool {
 		return false
 	}
 	return err != nil || sts.DeletionTimestamp == nil
+}
+
+// checkGeneratedPassword checks a cluster created without spec.auth: the
+// operator generated its password (CredentialsReady GeneratedPassword, 43
+// characters in its Secret) and every node refuses a client without it.
+func (c *cluster) checkGeneratedPassword(rc *cachev1beta1.RedisCluster) {
+	c.t.Helper()
+	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != cachev1beta1.RedisClusterGeneratedPasswordReason {
+		c.t.Fatalf("CredentialsReady of a cluster without spec.auth: %+v", cond)
+	}
+	if n := len(c.password()); n != 43 {
+		c.t.Fatalf("generated password of %d characters, want 43", n)
+	}
+	for _, p := range c.pods() {
+		ctx, cancel := redisCtx()
+		err := c.nodeClient(p.Status.PodIP, "").Ping(ctx).Err()
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			c.t.Fatalf("PING without password on %s: %v, want NOAUTH", p.Name, err)
+		}
+	}
 }

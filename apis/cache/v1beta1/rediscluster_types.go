@@ -69,8 +69,11 @@ type RedisClusterSpec struct {
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
-	// Auth is where the Redis password comes from. Without it Redis runs
-	// without a password.
+	// Auth is where the Redis password comes from. Without it (or with
+	// neither secretRef nor vault) the operator generates a random password
+	// into the Secret it owns, <name>-auth; auth.disabled turns
+	// authentication off. A cluster that ran without a password before
+	// this default existed keeps running without one until auth is set.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
@@ -144,13 +147,20 @@ const (
 	DeleteClaimDelete DeleteClaimPolicy = "Delete"
 )
 
-// AuthSpec says where the Redis password comes from: exactly one of a
-// Kubernetes Secret or HashiCorp Vault KV v2. The operator copies the
-// password into a Secret it owns for the pods and clients; pods never read
-// Vault.
+// AuthSpec says where the Redis password comes from: a Kubernetes Secret,
+// HashiCorp Vault KV v2, or (neither set) a random password the operator
+// generates once. The operator copies the password into a Secret it owns
+// for the pods and clients; pods never read Vault.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.vault)",message="exactly one of secretRef or vault must be set"
+// +kubebuilder:validation:XValidation:rule="!(has(self.secretRef) && has(self.vault))",message="at most one of secretRef or vault may be set"
+// +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && self.disabled && (has(self.secretRef) || has(self.vault)))",message="disabled excludes secretRef and vault"
 type AuthSpec struct {
+	// Disabled runs Redis without a password: any client that reaches a
+	// pod can read and write every key. Status says so
+	// (CredentialsReady reason NoAuth).
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
 	// SecretRef names a Secret in the RedisCluster's namespace and the key
 	// holding the password.
 	// +optional
@@ -466,8 +476,9 @@ type HealthStatus struct {
 // CredentialsStatus tells where the live password came from and which
 // version it is. It never holds the password.
 type CredentialsStatus struct {
-	// Source is Secret or Vault.
-	// +kubebuilder:validation:Enum=Secret;Vault
+	// Source is Secret, Vault, or Generated (a random password the operator
+	// made).
+	// +kubebuilder:validation:Enum=Secret;Vault;Generated
 	// +optional
 	Source string `json:"source,omitempty"`
 
