@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -81,8 +82,10 @@ func main() {
 
 	// Pods and claims are cached only for Redis pods this operator manages.
 	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})
+	shutdownTimeout := gracefulShutdownTimeout(reconciler.PassBudget)
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
+		GracefulShutdownTimeout: &shutdownTimeout,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -133,11 +136,41 @@ func main() {
 		os.Exit(1)
 	}
 
-	log.Info("Starting the manager", "leaderElect", leaderElect, "resyncPeriod", reconciler.ResyncPeriod.String())
+	log.Info("Starting the manager", "leaderElect", leaderElect, "resyncPeriod", reconciler.ResyncPeriod.String(),
+		"gracefulShutdownTimeout", shutdownTimeout.String())
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// shutdownSettleMargin is what gracefulShutdownTimeout allows, past the
+// pass budget, for a cancelled pass to settle the slot round in flight.
+const shutdownSettleMargin = 20 * time.Second
+
+// gracefulShutdownTimeout is how long the manager waits, on SIGTERM, for
+// the reconciles in flight to return: passBudget (--pass-budget;
+// controllers.DefaultPassBudget when not positive) plus
+// shutdownSettleMargin, 30 s with the defaults.
+//
+// On SIGTERM controller-runtime cancels the context of every reconcile in
+// flight and waits this long for them (after it the manager returns an
+// error and the process exits, cutting whatever still runs). A pass runs
+// the topology engine for at most passBudget; a cancelled engine then
+// settles the slot round in flight, finishing it or rolling it back
+// (controllers/topology/migrate.go, settleRound: CLUSTER COUNTKEYSINSLOT
+// on both nodes, MIGRATE of the round's remaining keys, CLUSTER SETSLOT
+// NODE or STABLE), a few Redis commands each bounded by --redis-timeout
+// (5 s by default): 20 s is four of them back to back. So whether a step
+// honours the cancellation at once or runs out its budget, no slot is left
+// importing or migrating by the shutdown. The Deployment's
+// terminationGracePeriodSeconds (kustomize/base/manager/manager.yaml, 45)
+// must exceed this, or the kubelet's SIGKILL cuts the settle short.
+func gracefulShutdownTimeout(passBudget time.Duration) time.Duration {
+	if passBudget <= 0 {
+		passBudget = controllers.DefaultPassBudget
+	}
+	return passBudget + shutdownSettleMargin
 }
 
 // defaultNamespace is $POD_NAMESPACE, else the namespace of the pod's

@@ -187,8 +187,49 @@ func stopOperator(t testing.TB) {
 	t.Helper()
 	checkOperator(t)
 	env.operator.stop(30 * time.Second)
-	env.operatorStopped = true
+	operatorDown(t)
 	t.Logf("operator stopped")
+}
+
+// killOperator stops the operator with SIGKILL: no shutdown runs, and a
+// reconcile in flight ends wherever it is (between two Redis commands of a
+// slot move, say). Like stopOperator, it restarts the operator when t ends
+// unless startOperator did already.
+func killOperator(t testing.TB) {
+	t.Helper()
+	checkOperator(t)
+	env.operator.kill()
+	operatorDown(t)
+}
+
+// terminateOperator sends the operator SIGTERM, as the kubelet does first,
+// and waits up to grace for it to exit; it then SIGKILLs it, as the kubelet
+// does after terminationGracePeriodSeconds. It returns how long the
+// process took to exit, whether it did within grace, and its exit error
+// (nil: status 0). Like stopOperator, it restarts the operator when t ends
+// unless startOperator did already.
+func terminateOperator(t testing.TB, grace time.Duration) (time.Duration, bool, error) {
+	t.Helper()
+	checkOperator(t)
+	p := env.operator
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	inTime := true
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		inTime = false
+		p.kill()
+	}
+	took := time.Since(start)
+	operatorDown(t)
+	return took, inTime, p.err
+}
+
+// operatorDown records that the operator was stopped on purpose, and
+// starts it again when t ends if it is still stopped then.
+func operatorDown(t testing.TB) {
+	env.operatorStopped = true
 	t.Cleanup(func() {
 		if env.operatorStopped {
 			startOperator(t)
@@ -344,6 +385,15 @@ func (p *process) stop(grace time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// kill sends SIGKILL and returns when the process is gone.
+func (p *process) kill() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 // waitPlane waits for `localplane up` to write its ready file.
