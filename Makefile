@@ -58,9 +58,9 @@ test-e2e: ## End-to-end suite: the operator against the local control plane with
 
 # The scenarios whose failures depend on timing run twice more (three runs
 # in all with test-e2e) on the machine loaded by the rest of CI.
-E2E_REPEAT_RUN ?= ^(TestDisruptive|TestDataSafety|TestMidMigration)$$/^(delete-all-pods|asymmetric-partition|pause|delete)$$
+E2E_REPEAT_RUN ?= ^(TestDisruptive|TestDataSafety|TestMidMigration|TestOperatorKilled)$$/^(delete-all-pods|asymmetric-partition|pause|delete|scale-out-3-6|scale-in-6-3)$$
 .PHONY: test-e2e-repeat
-test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod deleted, a partition, pause/delete mid-migration).
+test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod deleted, a partition, pause/delete mid-migration, the operator killed).
 	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -timeout 40m -run '$(E2E_REPEAT_RUN)'
 
 .PHONY: bench

@@ -63,6 +63,7 @@ func TestRotation(t *testing.T) {
 	if c.password() != passwords[0] {
 		t.Fatal("the operator's Secret does not hold the source password")
 	}
+	checkNoSecretOnDisk(t, c.ns, passwords[0])
 	pods := map[string]podRun{}
 	for _, p := range c.pods() {
 		pods[p.Name] = runOf(p)
@@ -122,6 +123,8 @@ func TestRotation(t *testing.T) {
 			t.Fatal("status.credentials shows the password")
 		}
 	}
+
+	checkNoSecretOnDisk(t, c.ns, passwords...)
 
 	for _, p := range c.pods() {
 		if was, ok := pods[p.Name]; !ok || was != runOf(p) {
