@@ -71,7 +71,8 @@ func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, l
 	return true, nil
 }
 
-// reconcileChildren applies the ConfigMap, the Services, and per desired
+// reconcileChildren applies the ConfigMap, the Services, the NetworkPolicy
+// (or deletes it, see reconcileNetworkPolicy), and per desired
 // shard the PDB and the StatefulSet. While paused, StatefulSets are left
 // alone (a new shard, a replica count or a template change would change
 // the topology or restart pods). Leaving shards are kept running
@@ -87,6 +88,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 		if _, err := r.apply(ctx, s, c.desired, c.live); err != nil {
 			return ctrl.Result{}, true, err
 		}
+	}
+	if err := r.reconcileNetworkPolicy(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
 	}
 
 	if err := r.listStatefulSets(ctx, s); err != nil {

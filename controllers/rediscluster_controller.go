@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,13 +65,15 @@ const (
 
 // The controller's RBAC, least privilege: it never deletes Services,
 // ConfigMaps or Secrets (garbage collection does, through owner
-// references) and only reads, deletes and watches pods and claims.
+// references) and only reads, deletes and watches pods and claims; it
+// deletes a NetworkPolicy only when spec.networkPolicy is turned off.
 //
 // +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -101,6 +104,10 @@ type RedisClusterReconciler struct {
 	DeletionTimeout time.Duration
 	// Clock is the source of time (tests inject one); default real time.
 	Clock clock.PassiveClock
+	// OperatorNamespace is the namespace of the operator's own pods, which
+	// spec.networkPolicy lets reach the Redis pods. Default:
+	// resources.DefaultOperatorNamespace.
+	OperatorNamespace string
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
@@ -138,6 +145,9 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
+	if r.OperatorNamespace == "" {
+		r.OperatorNamespace = resources.DefaultOperatorNamespace
+	}
 	r.metrics = registerMetrics()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1beta1.RedisCluster{}, authSecretIndex, indexAuthSecret); err != nil {
 		return fmt.Errorf("indexing RedisClusters by auth Secret: %w", err)
@@ -153,6 +163,7 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		// Pods belong to the StatefulSets; map them back by label.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {

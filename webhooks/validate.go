@@ -123,6 +123,9 @@ func (v *Validator) validateSpec(spec *cachev1beta1.RedisClusterSpec, origin spe
 		validateAuth(spec.Auth, p.Child("auth"), &r)
 	}
 	validateExporter(&spec.Exporter, origin, p.Child("exporter"), &r)
+	if spec.NetworkPolicy != nil {
+		validateNetworkPolicy(spec.NetworkPolicy, spec.Exporter.Enabled, p.Child("networkPolicy"), &r)
+	}
 	validatePod(&spec.Pod, p.Child("pod"), &r)
 	return r
 }

@@ -55,6 +55,8 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader (a Lease) so that one replica reconciles at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", defaultNamespace(),
 		"Namespace of the leader election Lease (default: $POD_NAMESPACE, the pod's own namespace, or \"default\" outside a cluster)")
+	flag.StringVar(&reconciler.OperatorNamespace, "operator-namespace", defaultNamespace(),
+		"Namespace of the operator's pods, which the NetworkPolicy of spec.networkPolicy lets reach Redis (default: $POD_NAMESPACE, the pod's own namespace, or \"default\" outside a cluster)")
 	flag.DurationVar(&reconciler.ResyncPeriod, "resync-period", controllers.DefaultResyncPeriod, "How often a settled RedisCluster is observed again")
 	flag.DurationVar(&reconciler.PassBudget, "pass-budget", controllers.DefaultPassBudget,
 		"Longest topology engine run per reconcile pass (the slot round in flight is finished or rolled back after it); longer migrations continue in the next pass")

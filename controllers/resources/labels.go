@@ -1,6 +1,7 @@
 // Package resources builds the Kubernetes objects a RedisCluster owns: the
 // redis.conf ConfigMap, the headless and client Services, one StatefulSet and
-// one PodDisruptionBudget per shard, and the operator-owned auth Secret.
+// one PodDisruptionBudget per shard, the operator-owned auth Secret and,
+// with spec.networkPolicy, a NetworkPolicy.
 //
 // Every builder is a pure function of the RedisCluster (and, for the Secret,
 // the password): no client, no clock, no randomness, so the same input always

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -81,6 +82,12 @@ type RedisClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Exporter ExporterSpec `json:"exporter,omitempty"`
+
+	// NetworkPolicy, when enabled, makes the operator keep a NetworkPolicy
+	// (<name>-redis) that isolates this cluster's pods. Unset or disabled,
+	// the operator creates none and deletes the one it made.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
 	// Pod holds placement and metadata for the Redis pods.
 	// +optional
@@ -291,6 +298,40 @@ type ExporterSpec struct {
 	// Resources are the exporter container's compute resources.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// NetworkPolicySpec is the ingress the operator allows to this cluster's
+// pods through a NetworkPolicy it owns (policyTypes Ingress; egress is not
+// restricted). Whatever the lists say, the client port (6379) is open to
+// the operator's own pods and to this cluster's pods (replication and
+// MIGRATE use it), and the cluster bus (16379) is open to this cluster's
+// pods only. Every other port is closed. NetworkPolicies add up: another
+// policy selecting the same pods can open more, never less. Only a network
+// plugin that enforces NetworkPolicies makes any of this take effect.
+type NetworkPolicySpec struct {
+	// Enabled makes the operator create and keep the NetworkPolicy.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Clients may reach the client port (6379). Empty means the pods of the
+	// RedisCluster's namespace labelled cache.redis.io/client: "true". A
+	// peer with only a podSelector selects pods of the RedisCluster's
+	// namespace; add a namespaceSelector for other namespaces.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Clients []networkingv1.NetworkPolicyPeer `json:"clients,omitempty"`
+
+	// Monitoring may reach redis_exporter's port (9121) when
+	// spec.exporter.enabled. Empty closes it to everyone, for example a
+	// Prometheus in namespace monitoring:
+	// [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}},
+	//   podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}}].
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Monitoring []networkingv1.NetworkPolicyPeer `json:"monitoring,omitempty"`
 }
 
 // PodSpec holds placement and metadata of the Redis pods. Unless Affinity is
