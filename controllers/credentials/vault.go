@@ -105,8 +105,9 @@ type VaultSource struct {
 
 // NewVaultSource checks cfg and builds the Vault client. It does not contact
 // Vault. An address cfg.Addresses refuses gives an error wrapping
-// ErrAddressNotAllowed; so does, at Fetch, a redirect to such an address. The client ignores the VAULT_* environment variables that would
-// change its address, TLS or token, so that only cfg decides.
+// ErrAddressNotAllowed; so does, at Fetch, a redirect to such an address.
+// The client ignores the VAULT_* environment variables that would change
+// its address, TLS or token, so that only cfg decides.
 func NewVaultSource(cfg VaultConfig) (*VaultSource, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
