@@ -318,6 +318,10 @@ func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *so
 func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *sourceEntry) (*credentials.VaultSource, error) {
 	rc := s.rc
 	v := rc.Spec.Auth.Vault
+	// Refuse the address before reading any Secret or token for it.
+	if err := r.VaultAddresses.Check(v.Address); err != nil {
+		return nil, err
+	}
 	var ca []byte
 	if v.CASecretRef != nil {
 		key := v.CASecretRef.Key
@@ -337,6 +341,7 @@ func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *s
 	}
 	cfg := credentials.VaultConfig{
 		Address:   v.Address,
+		Addresses: r.VaultAddresses,
 		CACert:    ca,
 		Namespace: v.Namespace,
 		Mount:     v.Mount,

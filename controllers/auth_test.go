@@ -30,7 +30,7 @@ func TestAuthVaultUnreachable(t *testing.T) {
 	}
 	rc := newCluster(t, ns, "vault", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Auth = &cachev1beta1.AuthSpec{Vault: &cachev1beta1.VaultSource{
-			Address:        "http://127.0.0.1:1", // nothing listens on port 1
+			Address:        unreachableVault,
 			Path:           "redis/test",
 			TokenSecretRef: &cachev1beta1.SecretKeySelector{Name: tok.Name, Key: "token"},
 		}}

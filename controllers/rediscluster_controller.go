@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
@@ -108,6 +109,11 @@ type RedisClusterReconciler struct {
 	// spec.networkPolicy lets reach the Redis pods. Default:
 	// resources.DefaultOperatorNamespace.
 	OperatorNamespace string
+	// VaultAddresses is where spec.auth.vault.address may point (flags
+	// --vault-address-allowlist and --vault-allow-insecure-http); the
+	// zero value allows any https address. A refused address gives
+	// CredentialsReady=False/InvalidSpec and no token leaves the operator.
+	VaultAddresses credentials.AddressPolicy
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache

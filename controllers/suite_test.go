@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,7 +114,9 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	// operatorLog keeps a copy for the tests that search the log for secrets.
+	logf.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(os.Stderr, operatorLog)), zap.Level(zapLevel())))
+	defer hostile.server.Close()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		abs, _ := filepath.Abs(filepath.Join("..", "bin"))
 		os.Setenv("KUBEBUILDER_ASSETS", abs)
@@ -156,7 +159,7 @@ func runSuite(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	testCtx = logf.IntoContext(ctx, ctrl.Log.WithName("test"))
-	reconciler = &RedisClusterReconciler{ResyncPeriod: time.Hour, DeletionTimeout: time.Minute}
+	reconciler = &RedisClusterReconciler{ResyncPeriod: time.Hour, DeletionTimeout: time.Minute, VaultAddresses: suiteVaultAddresses()}
 	skip := true
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: &skip}); err != nil {
 		panic(err)

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestNetworkPolicyPeersRejected(t *testing.T) {
 	v := &Validator{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := v.ValidateV1beta1(nil, tc.rc)
+			_, err := v.ValidateV1beta1(context.Background(), nil, tc.rc)
 			if err == nil {
 				t.Fatalf("accepted; want %s", tc.want)
 			}
@@ -73,16 +74,16 @@ func TestNetworkPolicyAccepted(t *testing.T) {
 			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"10.0.3.0/24"}}},
 		})
 	rc.Spec.NetworkPolicy.Monitoring = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: pods(map[string]string{"kubernetes.io/metadata.name": "monitoring"})}}
-	warnings, err := v.ValidateV1beta1(nil, rc)
+	warnings, err := v.ValidateV1beta1(context.Background(), nil, rc)
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("rejected or warned: %v %q", err, warnings)
 	}
-	if _, err := v.ValidateV1alpha1(nil, spokeOf(t, rc)); err != nil {
+	if _, err := v.ValidateV1alpha1(context.Background(), nil, spokeOf(t, rc)); err != nil {
 		t.Errorf("its v1alpha1 form: %v", err)
 	}
 
 	rc.Spec.Exporter.Enabled = false
-	warnings, err = v.ValidateV1beta1(nil, rc)
+	warnings, err = v.ValidateV1beta1(context.Background(), nil, rc)
 	want := "spec.networkPolicy.monitoring: opens redis_exporter's port, but spec.exporter.enabled is false: no rule is rendered for it"
 	if err != nil || len(warnings) != 1 || warnings[0] != want {
 		t.Errorf("exporter off: err %v, warnings %q; want exactly %q", err, warnings, want)

@@ -30,6 +30,7 @@ import (
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/webhooks/certs"
 )
 
@@ -75,6 +76,10 @@ type Options struct {
 	// outside the cluster, installed with url clientConfigs such as
 	// https://localhost:9443/convert (test/localplane/manifests/webhooks).
 	SelfManaged certs.Options
+	// VaultAddresses is where spec.auth.vault.address may point; give it
+	// the controller's policy (cmd/redis-operator binds both to the flags
+	// --vault-address-allowlist and --vault-allow-insecure-http).
+	VaultAddresses credentials.AddressPolicy
 	// BindAddress is host:port the webhook server listens on, for example
 	// 127.0.0.1:9443. Empty keeps the manager's webhook server as it is
 	// (controller-runtime's default: port 9443 on every address, what a
@@ -118,6 +123,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.ScaleInWarningFraction < 0 || opts.ScaleInWarningFraction > 1 {
 		return fmt.Errorf("setting up webhooks: scale-in warning fraction %v is not within (0, 1]", opts.ScaleInWarningFraction)
 	}
+	if err := opts.VaultAddresses.Validate(); err != nil {
+		return fmt.Errorf("setting up webhooks: %w", err)
+	}
 	if opts.BindAddress != "" {
 		if err := bind(mgr, opts.BindAddress); err != nil {
 			return err
@@ -142,7 +150,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return errors.Join(errors.New("setting up webhooks: RedisCluster versions are not convertible (v1beta1 must be the hub, v1alpha1 a spoke)"), err)
 	}
 
-	v := &Validator{ScaleInWarningFraction: opts.ScaleInWarningFraction}
+	v := &Validator{
+		ScaleInWarningFraction: opts.ScaleInWarningFraction,
+		VaultAddresses:         opts.VaultAddresses,
+		// SubjectAccessReviews are created, never read from a cache.
+		Access: SubjectAccessReviewer{Client: mgr.GetClient()},
+	}
 	// For the hub, the builder also registers the conversion webhook at
 	// /convert, as the types implement conversion.Hub and Convertible.
 	if err := ctrl.NewWebhookManagedBy(mgr).

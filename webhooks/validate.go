@@ -332,8 +332,6 @@ func validateVault(vault *cachev1beta1.VaultSource, p *field.Path, r *result) {
 		r.add(field.Required(p.Child("address"), "Vault's URL, for example https://vault.vault.svc:8200"))
 	} else if u, err := url.Parse(vault.Address); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		r.add(field.Invalid(p.Child("address"), vault.Address, "must be an http or https URL with a host, for example https://vault.vault.svc:8200"))
-	} else if u.Scheme == "http" {
-		r.warn(p.Child("address"), "%s is plain http: the Vault token and the password cross the network unencrypted", vault.Address)
 	}
 	path := strings.Trim(vault.Path, "/")
 	switch {

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 )
 
 // validHub is a v1beta1 RedisCluster as the API server hands it to the
@@ -368,13 +370,13 @@ func TestMalformedSpecs(t *testing.T) {
 					old = validHub()
 					tc.oldHub(old)
 				}
-				_, err = v.ValidateV1beta1(old, obj)
+				_, err = v.ValidateV1beta1(context.Background(), old, obj)
 			default:
 				var old *cachev1alpha1.RedisCluster
 				if tc.oldSpoke != nil {
 					old = tc.oldSpoke(t)
 				}
-				_, err = v.ValidateV1alpha1(old, tc.spoke(t))
+				_, err = v.ValidateV1alpha1(context.Background(), old, tc.spoke(t))
 			}
 			if err == nil {
 				t.Fatalf("accepted; want %s", tc.want)
@@ -415,11 +417,11 @@ func TestValidSpecsPass(t *testing.T) {
 		"maxmemory-clients": "5%", "slowlog-log-slower-than": "-1", "latency-tracking-info-percentiles": "50 99 99.9",
 	}
 	for name, check := range map[string]func() (admission.Warnings, error){
-		"v1beta1 minimal":    func() (admission.Warnings, error) { return v.ValidateV1beta1(nil, validHub()) },
-		"v1beta1 everything": func() (admission.Warnings, error) { return v.ValidateV1beta1(nil, full) },
-		"v1alpha1 fresh":     func() (admission.Warnings, error) { return v.ValidateV1alpha1(nil, validSpoke()) },
+		"v1beta1 minimal":    func() (admission.Warnings, error) { return v.ValidateV1beta1(context.Background(), nil, validHub()) },
+		"v1beta1 everything": func() (admission.Warnings, error) { return v.ValidateV1beta1(context.Background(), nil, full) },
+		"v1alpha1 fresh":     func() (admission.Warnings, error) { return v.ValidateV1alpha1(context.Background(), nil, validSpoke()) },
 		"v1alpha1 from v1beta1": func() (admission.Warnings, error) {
-			return v.ValidateV1alpha1(nil, spokeOf(t, full))
+			return v.ValidateV1alpha1(context.Background(), nil, spokeOf(t, full))
 		},
 	} {
 		warnings, err := check()
@@ -446,63 +448,63 @@ func TestWarnings(t *testing.T) {
 		want  string
 	}{
 		{name: "scale-in of more than half the shards", check: func() (admission.Warnings, error) {
-			return v.ValidateV1beta1(shards(8), shards(3))
+			return v.ValidateV1beta1(context.Background(), shards(8), shards(3))
 		}, want: "spec.shards: scaling in from 8 to 3 shards removes 5 at once (more than 50% of them): the remaining masters receive all of their slots and keys, so check that they have the memory for them"},
 		{name: "scale-in through v1alpha1", check: func() (admission.Warnings, error) {
 			old := spokeOf(t, shards(8))
 			obj := spokeOf(t, shards(8))
 			obj.Spec.Replicas = 6
-			return v.ValidateV1alpha1(old, obj)
+			return v.ValidateV1alpha1(context.Background(), old, obj)
 		}, want: "spec.replicas: scaling in from 8 to 3 shards removes 5 at once (more than 50% of them): the remaining masters receive all of their slots and keys, so check that they have the memory for them"},
 		{name: "scale-in with a stricter fraction", check: func() (admission.Warnings, error) {
-			return (&Validator{ScaleInWarningFraction: 0.25}).ValidateV1beta1(shards(8), shards(5))
+			return (&Validator{ScaleInWarningFraction: 0.25}).ValidateV1beta1(context.Background(), shards(8), shards(5))
 		}, want: "spec.shards: scaling in from 8 to 5 shards removes 3 at once (more than 25% of them): the remaining masters receive all of their slots and keys, so check that they have the memory for them"},
 		{name: "replicas dropped to zero", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.ReplicasPerShard = 0
-			return v.ValidateV1beta1(validHub(), rc)
+			return v.ValidateV1beta1(context.Background(), validHub(), rc)
 		}, want: "spec.replicasPerShard: going from 1 to 0 replicas per shard: a master lost from now on loses its slots' data"},
 		{name: "maxmemory at the memory limit", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Config["maxmemory"] = "512mb"
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: "spec.config[maxmemory]: 512mb is more than 50% of the memory limit of 512Mi (256Mi): the fork of an RDB snapshot, an AOF rewrite or a replica's full sync can double Redis's memory, and with fragmentation and replication buffers the container is killed for running out of memory; leave maxmemory unset to default to that"},
 		{name: "maxmemory above the safe share of the limit", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Config["maxmemory"] = "268435457"
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: "spec.config[maxmemory]: 268435457 is more than 50% of the memory limit of 512Mi (256Mi): the fork of an RDB snapshot, an AOF rewrite or a replica's full sync can double Redis's memory, and with fragmentation and replication buffers the container is killed for running out of memory; leave maxmemory unset to default to that"},
 		{name: "no maxmemory with a memory limit", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Config["maxmemory"] = "0"
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: "spec.config[maxmemory]: 0 means no limit, with a memory limit of 512Mi: Redis grows until the container is killed for running out of memory instead of evicting keys or refusing writes; leave maxmemory unset to default to 50% of the limit (256Mi)"},
 		{name: "storage smaller than two copies of memory", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Storage.Size = ptr.To(resource.MustParse("768Mi"))
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: "spec.storage.size: 768Mi is less than twice the memory limit of 512Mi: an RDB snapshot or an AOF rewrite writes a new copy of the data before it deletes the old one"},
 		{name: "parameter of a later Redis", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Config["hide-user-data-from-log"] = "yes"
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: `spec.config[hide-user-data-from-log]: "hide-user-data-from-log" is not a Redis 7.0 parameter; redis-server refuses to start with a directive it does not know, so make sure the image's Redis version has it`},
 		{name: "authentication disabled", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true}
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: "spec.auth.disabled: Redis will run without a password: any client that reaches a pod can read and write every key"},
 		{name: "vault over plain http", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Auth = vaultAuth()
 			rc.Spec.Auth.Vault.Address = "http://vault:8200"
-			return v.ValidateV1beta1(nil, rc)
+			return (&Validator{VaultAddresses: credentials.AddressPolicy{AllowInsecureHTTP: true}}).ValidateV1beta1(context.Background(), nil, rc)
 		}, want: "spec.auth.vault.address: http://vault:8200 is plain http: the Vault token and the password cross the network unencrypted"},
 		{name: "vault path with the API's data/ prefix", check: func() (admission.Warnings, error) {
 			rc := validHub()
 			rc.Spec.Auth = vaultAuth()
 			rc.Spec.Auth.Vault.Path = "data/redis/prod"
-			return v.ValidateV1beta1(nil, rc)
+			return v.ValidateV1beta1(context.Background(), nil, rc)
 		}, want: `spec.auth.vault.path: "data/redis/prod" starts with data/: give the path inside the mount ("redis/prod"); the operator adds data/ itself`},
 		{name: "v1alpha1 update dropping the conversion data", check: func() (admission.Warnings, error) {
 			rc := validHub()
@@ -511,7 +513,7 @@ func TestWarnings(t *testing.T) {
 			obj := old.DeepCopy()
 			obj.Annotations = nil
 			obj.Spec.Config["maxmemory"] = "128mb"
-			return v.ValidateV1alpha1(old, obj)
+			return v.ValidateV1alpha1(context.Background(), old, obj)
 		}, want: "metadata.annotations[cache.redis.io/conversion-data]: this update removes the annotation that keeps the v1beta1 fields v1alpha1 cannot express (auth, exporter, storage size, pod placement, image, ...): they return to their defaults; update through v1beta1, or keep the annotation, to keep them"},
 	}
 	for _, tc := range cases {
@@ -535,19 +537,19 @@ func TestUpdatesRatchet(t *testing.T) {
 	stored.Spec.Config["port"] = "7000"
 	relabelled := stored.DeepCopy()
 	relabelled.Labels = map[string]string{"team": "cache"}
-	if _, err := v.ValidateV1beta1(stored, relabelled); err != nil {
+	if _, err := v.ValidateV1beta1(context.Background(), stored, relabelled); err != nil {
 		t.Fatalf("metadata-only update rejected: %v", err)
 	}
 	deleting := stored.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	deleting.Spec.Shards = 2
-	if _, err := v.ValidateV1beta1(stored, deleting); err != nil {
+	if _, err := v.ValidateV1beta1(context.Background(), stored, deleting); err != nil {
 		t.Fatalf("update of an object being deleted rejected: %v", err)
 	}
 	// A real spec change is validated in full.
 	changed := stored.DeepCopy()
 	changed.Spec.Shards = 4
-	if _, err := v.ValidateV1beta1(stored, changed); err == nil {
+	if _, err := v.ValidateV1beta1(context.Background(), stored, changed); err == nil {
 		t.Fatal("spec change of an invalid object accepted")
 	}
 }
@@ -559,7 +561,7 @@ func TestSpokeErrorsKeepV1alpha1Paths(t *testing.T) {
 	spoke.Spec.Replicas = 2
 	spoke.Spec.StorageClass = "UPPER"
 	spoke.Spec.Config["dbfilename"] = "x.rdb"
-	_, err := (&Validator{}).ValidateV1alpha1(nil, spoke)
+	_, err := (&Validator{}).ValidateV1alpha1(context.Background(), nil, spoke)
 	var fields []string
 	for _, c := range causes(t, err) {
 		fields = append(fields, strings.SplitN(c, ":", 2)[0])
@@ -581,7 +583,7 @@ func TestManyErrorsAreCapped(t *testing.T) {
 	for i := range 200 {
 		rc.Spec.Pod.Labels[fmt.Sprintf("cache.redis.io/l%03d", i)] = "x"
 	}
-	_, err := (&Validator{}).ValidateV1beta1(nil, rc)
+	_, err := (&Validator{}).ValidateV1beta1(context.Background(), nil, rc)
 	got := causes(t, err)
 	if len(got) != maxErrors+1 || got[maxErrors] != "spec: Forbidden: 150 more errors not shown; fix the ones above first" {
 		t.Fatalf("%d causes, last %q", len(got), got[len(got)-1])

@@ -14,10 +14,12 @@ import (
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 )
 
 // Validator validates RedisCluster objects beyond what the CRD's schema and
-// CEL rules can express. Its methods are pure: no client, no clock.
+// CEL rules can express. Its checks are pure (no clock), except that with
+// Access set it asks the API server what the requesting user may do.
 //
 // Every rejection is an apierrors.NewInvalid error whose causes name the
 // field path; risky but allowed changes come back as admission warnings.
@@ -25,6 +27,14 @@ type Validator struct {
 	// ScaleInWarningFraction is the share of shards (0 < f ≤ 1) that, removed
 	// in one update, draws a warning. Zero means DefaultScaleInWarningFraction.
 	ScaleInWarningFraction float64
+	// VaultAddresses is where spec.auth.vault.address may point; the same
+	// policy the controller applies. The zero value allows any https address.
+	VaultAddresses credentials.AddressPolicy
+	// Access checks that the requesting user may read the Secrets and mint
+	// the service-account token the spec makes the operator use (see
+	// accessChecks). Nil skips these checks (unit tests of the pure rules);
+	// Setup always sets it.
+	Access AccessReviewer
 }
 
 // V1beta1 returns the admission validator of v1beta1 RedisClusters.
@@ -38,20 +48,26 @@ func (v *Validator) V1alpha1() admission.CustomValidator { return spokeValidator
 var groupKind = schema.GroupKind{Group: cachev1beta1.GroupVersion.Group, Kind: "RedisCluster"}
 
 // ValidateV1beta1 validates a v1beta1 RedisCluster being created (old nil)
-// or updated.
-func (v *Validator) ValidateV1beta1(old, obj *cachev1beta1.RedisCluster) (admission.Warnings, error) {
-	r := v.validateHub(old, obj, fromHub)
+// or updated by the user of the admission request in ctx.
+func (v *Validator) ValidateV1beta1(ctx context.Context, old, obj *cachev1beta1.RedisCluster) (admission.Warnings, error) {
+	r, err := v.validateHub(ctx, old, obj, fromHub)
+	if err != nil {
+		return nil, err
+	}
 	return r.admission(obj.Name)
 }
 
-// validateHub runs the spec checks, and the update checks when old is set.
+// validateHub runs the spec checks, the update checks when old is set, and
+// the checks of what the request introduces: the Vault address policy and
+// the requesting user's access to the Secrets and service account the spec
+// names. An error means the access could not be checked.
 //
 // Updates ratchet: when the spec did not change (a label, a finalizer, the
 // deletion of the object) nothing is checked, so an object stored before a
 // rule existed can still be relabelled and deleted.
-func (v *Validator) validateHub(old, obj *cachev1beta1.RedisCluster, origin specOrigin) result {
+func (v *Validator) validateHub(ctx context.Context, old, obj *cachev1beta1.RedisCluster, origin specOrigin) (result, error) {
 	if old != nil && (obj.DeletionTimestamp != nil || apiequality.Semantic.DeepEqual(old.Spec, obj.Spec)) {
-		return result{}
+		return result{}, nil
 	}
 	r := v.validateSpec(&obj.Spec, origin)
 	if old != nil {
@@ -59,7 +75,13 @@ func (v *Validator) validateHub(old, obj *cachev1beta1.RedisCluster, origin spec
 		r.errs = append(r.errs, u.errs...)
 		r.warnings = append(r.warnings, u.warnings...)
 	}
-	return r
+	v.checkVaultAddress(old, obj, &r)
+	denied, err := v.authorize(ctx, old, obj)
+	if err != nil {
+		return result{}, err
+	}
+	r.add(denied...)
+	return r, nil
 }
 
 // admission turns a result into what a CustomValidator returns.
@@ -90,8 +112,9 @@ const (
 )
 
 // ValidateV1alpha1 validates a v1alpha1 RedisCluster being created (old
-// nil) or updated, through its v1beta1 form.
-func (v *Validator) ValidateV1alpha1(old, obj *cachev1alpha1.RedisCluster) (admission.Warnings, error) {
+// nil) or updated by the user of the admission request in ctx, through its
+// v1beta1 form.
+func (v *Validator) ValidateV1alpha1(ctx context.Context, old, obj *cachev1alpha1.RedisCluster) (admission.Warnings, error) {
 	hub, fresh, errs := toHub(obj)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(groupKind, obj.Name, errs)
@@ -109,7 +132,10 @@ func (v *Validator) ValidateV1alpha1(old, obj *cachev1alpha1.RedisCluster) (admi
 	if fresh {
 		origin = fromFreshSpoke
 	}
-	r := v.validateHub(oldHub, hub, origin)
+	r, err := v.validateHub(ctx, oldHub, hub, origin)
+	if err != nil {
+		return nil, err
+	}
 	mapped := result{}
 	for _, e := range r.errs {
 		mapped.errs = append(mapped.errs, toV1alpha1Error(e, obj, hub))
@@ -195,15 +221,15 @@ func hasPathPrefix(path, prefix string) bool {
 // hubValidator adapts Validator to controller-runtime's CustomValidator for v1beta1.
 type hubValidator struct{ v *Validator }
 
-func (h hubValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+func (h hubValidator) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
 	rc, err := asHub(obj)
 	if err != nil {
 		return nil, err
 	}
-	return h.v.ValidateV1beta1(nil, rc)
+	return h.v.ValidateV1beta1(ctx, nil, rc)
 }
 
-func (h hubValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+func (h hubValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
 	old, err := asHub(oldObj)
 	if err != nil {
 		return nil, err
@@ -212,7 +238,7 @@ func (h hubValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.O
 	if err != nil {
 		return nil, err
 	}
-	return h.v.ValidateV1beta1(old, rc)
+	return h.v.ValidateV1beta1(ctx, old, rc)
 }
 
 // ValidateDelete allows every deletion: what happens to the volumes is
@@ -224,15 +250,15 @@ func (hubValidator) ValidateDelete(context.Context, runtime.Object) (admission.W
 // spokeValidator adapts Validator to controller-runtime's CustomValidator for v1alpha1.
 type spokeValidator struct{ v *Validator }
 
-func (s spokeValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+func (s spokeValidator) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
 	rc, err := asSpoke(obj)
 	if err != nil {
 		return nil, err
 	}
-	return s.v.ValidateV1alpha1(nil, rc)
+	return s.v.ValidateV1alpha1(ctx, nil, rc)
 }
 
-func (s spokeValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+func (s spokeValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
 	old, err := asSpoke(oldObj)
 	if err != nil {
 		return nil, err
@@ -241,7 +267,7 @@ func (s spokeValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime
 	if err != nil {
 		return nil, err
 	}
-	return s.v.ValidateV1alpha1(old, rc)
+	return s.v.ValidateV1alpha1(ctx, old, rc)
 }
 
 // ValidateDelete allows every deletion.

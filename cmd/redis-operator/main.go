@@ -70,9 +70,15 @@ func main() {
 	// self-managed certificates use.
 	var webhookOpts webhooks.Options
 	webhookOpts.BindFlags(flag.CommandLine)
+	// Where spec.auth.vault.address may point, enforced by the controller
+	// and the validating webhook alike: --vault-address-allowlist and
+	// --vault-allow-insecure-http (package credentials).
+	vaultAddresses := &webhookOpts.VaultAddresses
+	vaultAddresses.BindFlags(flag.CommandLine)
 	enableWebhooks := flag.Bool("webhooks", true,
 		"Serve the conversion and validating webhooks; false runs the controller alone, for example outside a cluster against a kubeconfig whose CRDs have no webhooks configured")
 	flag.Parse()
+	reconciler.VaultAddresses = *vaultAddresses
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")

@@ -108,6 +108,8 @@ func TestNewVaultSourceRejectsBadConfig(t *testing.T) {
 		"no role":        func(c *VaultConfig) { c.Auth.Kubernetes = &KubernetesAuth{ServiceAccountToken: jwt} },
 		"no token func":  func(c *VaultConfig) { c.Auth.Kubernetes = &KubernetesAuth{Role: "r"} },
 		"CA without PEM": func(c *VaultConfig) { c.CACert = []byte("not a certificate") },
+		"plain http":     func(c *VaultConfig) { c.Address = "http://vault.example:8200" },
+		"not allowed":    func(c *VaultConfig) { c.Addresses.Allowlist = []string{"https://vault.example/"} },
 	} {
 		cfg := good
 		mutate(&cfg)
@@ -123,7 +125,7 @@ func TestVaultSourceIgnoresVaultEnvironment(t *testing.T) {
 	t.Setenv("VAULT_NAMESPACE", "env-ns")
 	t.Setenv("VAULT_AGENT_ADDR", "http://127.0.0.9:1")
 	s, err := NewVaultSource(VaultConfig{
-		Address: "http://127.0.0.1:8200", Mount: "secret", Path: "p", Key: "k",
+		Address: "http://127.0.0.1:8200", Addresses: AddressPolicy{AllowInsecureHTTP: true}, Mount: "secret", Path: "p", Key: "k",
 		Auth: VaultAuth{Token: func(context.Context) (string, error) { return "t", nil }},
 	})
 	if err != nil {

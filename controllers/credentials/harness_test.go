@@ -206,10 +206,12 @@ func (f *fixture) putPassword(t *testing.T, name string, data map[string]any) in
 }
 
 // config is a VaultConfig for redis/<name> with Kubernetes auth as the
-// fixture's ServiceAccount.
+// fixture's ServiceAccount. It allows plain http: the local test Vault
+// listens on http://127.0.0.1.
 func (f *fixture) config(name string) VaultConfig {
 	return VaultConfig{
 		Address:   f.vault.addr,
+		Addresses: AddressPolicy{AllowInsecureHTTP: true},
 		CACert:    f.vault.caCert,
 		Namespace: f.vault.namespace,
 		Mount:     f.vault.kvMount,

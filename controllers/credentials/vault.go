@@ -27,8 +27,13 @@ type TokenFunc func(ctx context.Context) (string, error)
 
 // VaultConfig says where the password lives in Vault and how to log in.
 type VaultConfig struct {
-	// Address is Vault's base URL, e.g. "https://vault.vault.svc:8200". Required.
+	// Address is Vault's base URL, e.g. "https://vault.vault.svc:8200".
+	// Required, and Addresses must allow it.
 	Address string
+	// Addresses is where tokens may be sent: Address, and every URL the
+	// client is redirected to. The zero value allows any https address and
+	// no plain http one.
+	Addresses AddressPolicy
 	// CACert is a PEM bundle to verify Vault's TLS certificate with, instead
 	// of the system roots. Optional.
 	CACert []byte
@@ -93,11 +98,16 @@ type VaultSource struct {
 	ttl       time.Duration // the token's TTL when issued or last renewed
 	expires   time.Time     // zero when the token does not expire
 	renewable bool
+	// jwt is the service-account token of the last login, kept only to
+	// redact it from error messages (see classify).
+	jwt string
 }
 
 // NewVaultSource checks cfg and builds the Vault client. It does not contact
-// Vault. The client ignores the VAULT_* environment variables that would
-// change its address, TLS or token, so that only cfg decides.
+// Vault. An address cfg.Addresses refuses gives an error wrapping
+// ErrAddressNotAllowed; so does, at Fetch, a redirect to such an address.
+// The client ignores the VAULT_* environment variables that would change
+// its address, TLS or token, so that only cfg decides.
 func NewVaultSource(cfg VaultConfig) (*VaultSource, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -126,7 +136,7 @@ func NewVaultSource(cfg VaultConfig) (*VaultSource, error) {
 	transport.TLSClientConfig = tlsConfig
 	transport.TLSHandshakeTimeout = cfg.Timeout
 	httpClient := &http.Client{
-		Transport: transport,
+		Transport: guardedTransport{policy: cfg.Addresses, next: transport},
 		// The Vault client handles redirects itself.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -161,6 +171,10 @@ func (c *VaultConfig) validate() error {
 		problems = append(problems, "address is empty")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		problems = append(problems, fmt.Sprintf("address %q is not an http(s) URL", c.Address))
+	default:
+		if err := c.Addresses.Check(c.Address); err != nil {
+			return err
+		}
 	}
 	if strings.Trim(c.Mount, "/") == "" {
 		problems = append(problems, "mount is empty")
@@ -268,6 +282,7 @@ func (s *VaultSource) login(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: getting the service account token: %w", ErrAuthFailed, err)
 	}
+	s.jwt = jwt
 	method, err := k8sauth.NewKubernetesAuth(k.Role, k8sauth.WithServiceAccountToken(jwt), k8sauth.WithMountPath(k.MountPath))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -277,7 +292,7 @@ func (s *VaultSource) login(ctx context.Context) error {
 	secret, err := s.client.Auth().Login(ctx, method)
 	if err != nil {
 		s.client.ClearToken()
-		return classify(err, fmt.Sprintf("logging in to Vault as role %q at auth/%s", k.Role, k.MountPath), ErrAuthFailed)
+		return classify(err, fmt.Sprintf("logging in to Vault as role %q at auth/%s", k.Role, k.MountPath), ErrAuthFailed, s.sent()...)
 	}
 	s.remember(secret.Auth, start)
 	return nil
@@ -288,7 +303,7 @@ func (s *VaultSource) renew(ctx context.Context) error {
 	start := s.now()
 	secret, err := s.client.Auth().Token().RenewSelfWithContext(ctx, int(s.ttl.Seconds()))
 	if err != nil {
-		return classify(err, "renewing the Vault token", ErrAuthFailed)
+		return classify(err, "renewing the Vault token", ErrAuthFailed, s.sent()...)
 	}
 	if secret == nil || secret.Auth == nil || secret.Auth.LeaseDuration <= 0 {
 		return fmt.Errorf("%w: renewing the Vault token: no lease in the answer", ErrAuthFailed)
@@ -331,7 +346,7 @@ func (s *VaultSource) read(ctx context.Context) (Credential, error) {
 		if errors.Is(err, api.ErrSecretNotFound) {
 			return Credential{}, fmt.Errorf("%w: no secret at %s%s", ErrSecretNotFound, where, versionSuffix(s.cfg.Version))
 		}
-		return Credential{}, classify(err, "reading "+where, ErrVaultError)
+		return Credential{}, classify(err, "reading "+where, ErrVaultError, s.sent()...)
 	}
 	if secret == nil || secret.VersionMetadata == nil {
 		return Credential{}, fmt.Errorf("%w: %s has no version metadata; is %s a KV v2 mount?", ErrVaultError, where, mount)
@@ -358,15 +373,31 @@ func versionSuffix(v int) string {
 	return fmt.Sprintf(" version %d", v)
 }
 
+// sent lists the tokens this source has sent to Vault and may still send:
+// the Vault token the client holds and the last login's JWT.
+func (s *VaultSource) sent() []string { return []string{s.client.Token(), s.jwt} }
+
+// maxVaultErrorText bounds how much of Vault's error answer an error keeps:
+// the message ends in a condition (at most 32768 bytes, metav1.Condition)
+// and an event, and an answer is not necessarily from a real Vault.
+const maxVaultErrorText = 512
+
 // classify wraps a Vault client error in this package's sentinel errors.
 // fallback is used for error answers that are not 403 or unavailability.
-// Vault's error messages name paths and reasons, never the token.
-func classify(err error, doing string, fallback error) error {
+// sent are the tokens the request carried (the Vault token, the login's
+// JWT): Vault's own messages never hold them, but whatever answers at the
+// address might echo them, so any occurrence in the message is replaced by
+// "[redacted]", and Vault's error text is cut at maxVaultErrorText bytes.
+func classify(err error, doing string, fallback error, sent ...string) error {
 	var re *api.ResponseError
 	if errors.As(err, &re) {
 		msg := fmt.Sprintf("%s: Vault answered %d", doing, re.StatusCode)
 		if len(re.Errors) > 0 {
-			msg += ": " + strings.Join(re.Errors, "; ")
+			text := redact(strings.Join(re.Errors, "; "), sent)
+			if len(text) > maxVaultErrorText {
+				text = strings.ToValidUTF8(text[:maxVaultErrorText], "") + "..."
+			}
+			msg += ": " + text
 		}
 		switch {
 		case re.StatusCode == http.StatusForbidden && fallback == ErrAuthFailed:
@@ -380,6 +411,13 @@ func classify(err error, doing string, fallback error) error {
 			return fmt.Errorf("%w: %s", fallback, msg)
 		}
 	}
+	if text := err.Error(); redact(text, sent) != text {
+		// Keep the kind, drop the chain that holds the token.
+		err = errors.New(redact(text, sent))
+	}
+	if errors.Is(err, ErrAddressNotAllowed) {
+		return fmt.Errorf("%s: %w", doing, err)
+	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", doing, err)
 	}
@@ -389,4 +427,15 @@ func classify(err error, doing string, fallback error) error {
 		return fmt.Errorf("%w: %s: %w", ErrVaultUnreachable, doing, err)
 	}
 	return fmt.Errorf("%w: %s: %w", fallback, doing, err)
+}
+
+// redact replaces every occurrence of the non-empty strings of secrets in
+// text by "[redacted]".
+func redact(text string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			text = strings.ReplaceAll(text, s, redacted)
+		}
+	}
+	return text
 }

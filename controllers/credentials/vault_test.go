@@ -300,11 +300,12 @@ func TestVaultTokenFromSecret(t *testing.T) {
 // expiry and errors with every log line captured (the source's logger at
 // full verbosity, the standard library logger, the Vault server's own log),
 // then searches them, the errors and the printed credentials for the
-// passwords and every token involved.
+// passwords, every token involved and the other values of Vault's answers.
 func TestNoSecretInLogs(t *testing.T) {
 	f := newFixture(t, vaultOptions{})
 	passwords := []string{"pw-one-5f1c2a", "pw-two-9d8e7b"}
-	f.putPassword(t, "prod", map[string]any{"password": passwords[0]})
+	const otherField = "vault-response-field-3c1d"
+	f.putPassword(t, "prod", map[string]any{"password": passwords[0], "api-key": otherField})
 
 	var logs syncBuffer
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(&logs, prefix, args) }, funcr.Options{Verbosity: 10})
@@ -314,7 +315,7 @@ func TestNoSecretInLogs(t *testing.T) {
 
 	var secrets []string
 	secrets = append(secrets, passwords...)
-	secrets = append(secrets, f.vault.root.Token())
+	secrets = append(secrets, otherField, f.vault.root.Token())
 	clock := &fakeClock{now: time.Now()}
 	cfg := f.config("prod")
 	cfg.Logger = logger
@@ -344,7 +345,7 @@ func TestNoSecretInLogs(t *testing.T) {
 		write(t, f.vault.root, "auth/token/revoke-accessor", map[string]any{"accessor": acc})
 	}
 	record(s.Fetch(context.Background())) // re-login after revocation
-	f.putPassword(t, "prod", map[string]any{"password": passwords[1]})
+	f.putPassword(t, "prod", map[string]any{"password": passwords[1], "api-key": otherField})
 	clock.Advance(50 * time.Minute)
 	record(s.Fetch(context.Background())) // renewal
 	clock.Advance(3 * time.Hour)

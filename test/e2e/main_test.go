@@ -175,6 +175,9 @@ func (s *suite) launchOperator() (*process, error) {
 	return startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, s.opLog, filepath.Join(s.binDir, "redis-operator"),
 		"--kubeconfig", filepath.Join(s.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		// The test Vault (test/vaultserver, TestRotationVault) serves plain
+		// http on 127.0.0.1; without this flag the operator refuses it.
+		"--vault-allow-insecure-http",
 		// V(1) too: the engine's waits say why a cluster is not converging.
 		"--zap-log-level=debug")
 }
