@@ -1,0 +1,47 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// checkNoSecretOnDisk fails t when any file of the data volumes of
+// namespace ns (the plane keeps each claim's volume under
+// <state>/volumes/<ns>/) contains one of secrets: redis.conf, nodes.conf,
+// the RDB and AOF files, whatever Redis or the start script wrote there.
+// Secret volumes are not data volumes: on a real node they are tmpfs, and
+// the plane keeps them in the pod's own directory, not here.
+func checkNoSecretOnDisk(t testing.TB, ns string, secrets ...string) {
+	t.Helper()
+	root := filepath.Join(env.stateDir, "volumes", ns)
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, s := range secrets {
+			if s != "" && bytes.Contains(b, []byte(s)) {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s on a data volume holds a password in plain text", rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the data volumes of %s: %v", ns, err)
+	}
+	if files == 0 {
+		t.Fatalf("no file under %s: the check looked in the wrong place", root)
+	}
+	t.Logf("%d files on the data volumes of %s hold no password", files, ns)
+}
