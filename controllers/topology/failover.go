@@ -78,7 +78,7 @@ func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, re
 		return fmt.Errorf("%w: shard %s: %s is not in sync with its master %s (master_link_status down)",
 			ErrNotReady, shard, replicaName, m.Endpoint.Name)
 	}
-	timeout := max(3*view.nodeTimeout(), 10*time.Second)
+	timeout := max(3*maxNodeTimeout(view.Nodes...), 10*time.Second)
 	const attempts = 3 // a manual failover can time out under load: try again
 	promoted := false
 	for range attempts {
@@ -109,20 +109,6 @@ func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, re
 		return fmt.Errorf("%w: old master %s did not rejoin as a replica of %s", ErrFailover, m.Endpoint.Name, replicaName)
 	}
 	return nil
-}
-
-// nodeTimeout is the largest cluster-node-timeout reported, 15 s when none was.
-func (v *ClusterView) nodeTimeout() time.Duration {
-	var d time.Duration
-	for _, n := range v.Nodes {
-		if n.Reachable() {
-			d = max(d, n.NodeTimeout)
-		}
-	}
-	if d == 0 {
-		return 15 * time.Second
-	}
-	return d
 }
 
 // pollNode reads n's own CLUSTER NODES entry until cond holds (true) or timeout passes
