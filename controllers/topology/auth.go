@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -162,15 +161,4 @@ func (e *Engine) run(ctx context.Context, cl *redis.Client, args ...any) error {
 	cctx, cancel := e.cmdCtx(ctx)
 	defer cancel()
 	return classify(cl.Do(cctx, args...).Err())
-}
-
-// mask replaces every non-empty secret in msg with "***" (Redis echoes an ACL SETUSER
-// modifier, password included, in its error reply).
-func mask(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "***")
-		}
-	}
-	return msg
 }

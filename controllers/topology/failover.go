@@ -169,7 +169,7 @@ func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string
 				err = e.do(ctx, c, n, "CONFIG", "REWRITE")
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("%s: %s", ep.Name, redact(err.Error(), cfg))
+				errs[i] = fmt.Errorf("%s: %s", ep.Name, mask(err.Error(), configSecrets(cfg)))
 				if errors.Is(err, ErrAuth) {
 					errs[i] = fmt.Errorf("%w: %w", ErrAuth, errs[i])
 				}
@@ -178,15 +178,4 @@ func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// redact hides the values of secret-looking keys (…pass…, …auth…, …user…) in msg.
-func redact(msg string, cfg map[string]string) string {
-	for k, v := range cfg {
-		lk := strings.ToLower(k)
-		if v != "" && (strings.Contains(lk, "pass") || strings.Contains(lk, "auth") || strings.Contains(lk, "user")) {
-			msg = strings.ReplaceAll(msg, v, "***")
-		}
-	}
-	return msg
 }

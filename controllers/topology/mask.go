@@ -1,0 +1,28 @@
+package topology
+
+import "strings"
+
+// mask replaces every non-empty secret in msg with "***": the engine's errors carry Redis's
+// replies, and Redis echoes arguments in some of them (an ACL SETUSER modifier, password
+// included; a CONFIG SET value).
+func mask(msg string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
+	}
+	return msg
+}
+
+// configSecrets lists the values of cfg's secret-looking keys (…pass…, …auth…, …user…,
+// case-insensitive), for mask.
+func configSecrets(cfg map[string]string) []string {
+	var out []string
+	for k, v := range cfg {
+		lk := strings.ToLower(k)
+		if strings.Contains(lk, "pass") || strings.Contains(lk, "auth") || strings.Contains(lk, "user") {
+			out = append(out, v)
+		}
+	}
+	return out
+}
