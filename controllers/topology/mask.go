@@ -13,16 +13,3 @@ func mask(msg string, secrets []string) string {
 	}
 	return msg
 }
-
-// configSecrets lists the values of cfg's secret-looking keys (…pass…, …auth…, …user…,
-// case-insensitive), for mask.
-func configSecrets(cfg map[string]string) []string {
-	var out []string
-	for k, v := range cfg {
-		lk := strings.ToLower(k)
-		if strings.Contains(lk, "pass") || strings.Contains(lk, "auth") || strings.Contains(lk, "user") {
-			out = append(out, v)
-		}
-	}
-	return out
-}
