@@ -330,7 +330,7 @@ func summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 	if res != nil {
 		shards = res.Shards
 	} else {
-		shards = shardsFromView(view, desired)
+		shards = topology.Shards(view, desired)
 	}
 	for _, sh := range shards {
 		if len(sh.ReplicaNames) < desired.ReplicasPerShard {
@@ -417,37 +417,6 @@ func podOfRecord(view *topology.ClusterView, rec topology.NodeRecord) string {
 		return rec.ID + " (" + addr + ")"
 	}
 	return rec.ID
-}
-
-// shardsFromView is the engine's per-shard summary for a view it did not
-// reconcile: a shard's master is the node of the shard that says it is a
-// master and owns slots; its replicas are the shard's nodes that follow it.
-func shardsFromView(view *topology.ClusterView, desired topology.Desired) []topology.ShardStatus {
-	var out []topology.ShardStatus
-	for _, spec := range desired.Shards {
-		st := topology.ShardStatus{Name: spec.Name}
-		var master *topology.NodeView
-		for _, ep := range spec.Nodes {
-			if n := view.Node(ep.Name); n.IsMaster() && ownsSlots(n) {
-				master = n
-				break
-			}
-		}
-		if master != nil {
-			own := master.OwnSlots()
-			st.MasterName, st.MasterNodeID, st.SlotCount = master.Endpoint.Name, master.ID, own.Len()
-			for _, rg := range own.Ranges() {
-				st.SlotRanges = append(st.SlotRanges, rg.String())
-			}
-			for _, ep := range spec.Nodes {
-				if n := view.Node(ep.Name); n.Reachable() && n.MasterID() == master.ID {
-					st.ReplicaNames = append(st.ReplicaNames, ep.Name)
-				}
-			}
-		}
-		out = append(out, st)
-	}
-	return out
 }
 
 func ownsSlots(n *topology.NodeView) bool {
