@@ -13,6 +13,7 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
 )
 
 // credentialsReady returns the CredentialsReady condition as "Status/Reason"
@@ -105,21 +106,21 @@ func TestPasswordlessClusterAfterUpgrade(t *testing.T) {
 	}
 	eventually(t, "rotation to a generated password pending", func() error {
 		owned := ownedSecret(t, rc)
-		if len(owned.Data[rotationNextKey]) != 43 {
+		if len(owned.Data[rotation.NextKey]) != 43 {
 			return errors.New("no generated password pending")
 		}
 		if _, ok := owned.Data[resources.PasswordKey]; ok {
 			return errors.New("clients got the password before any node has it")
 		}
-		if c := getCluster(t, rc).Status.Credentials; c == nil || c.RotationStep != rotationAddingPassword {
+		if c := getCluster(t, rc).Status.Credentials; c == nil || c.RotationStep != rotation.AddingPassword {
 			return fmt.Errorf("status.credentials %+v", c)
 		}
 		return nil
 	})
 	// Later passes keep the same pending password.
-	next := string(ownedSecret(t, rc).Data[rotationNextKey])
+	next := string(ownedSecret(t, rc).Data[rotation.NextKey])
 	reconcileUntilQuiet(t, rc)
-	if string(ownedSecret(t, rc).Data[rotationNextKey]) != next {
+	if string(ownedSecret(t, rc).Data[rotation.NextKey]) != next {
 		t.Error("a later pass generated another pending password")
 	}
 }

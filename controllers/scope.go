@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -31,8 +32,8 @@ type scope struct {
 	password      string
 	passwordKnown bool
 	// rotation is the password rotation state read from the owned Secret
-	// (see rotation.go).
-	rotation rotationState
+	// (package rotation).
+	rotation rotation.State
 
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet
