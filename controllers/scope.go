@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/rollout"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
@@ -47,7 +48,7 @@ type scope struct {
 	view   *topology.ClusterView
 	// rollout is what the rolling-update phase knew: masters and replicas
 	// in sync as observed this pass.
-	rollout rolloutInput
+	rollout rollout.Input
 	// acted is set when a phase changed something this pass that the
 	// cluster must settle from (a pod deleted, a failover).
 	acted bool
