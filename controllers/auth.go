@@ -23,6 +23,7 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
+	"github.com/redis-operator/redis-operator/controllers/status"
 )
 
 // The operator asks the TokenRequest API for service-account tokens to log
@@ -127,7 +128,7 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 	legacy := auth == nil && owned != nil && st.Live == "" && !st.InProgress()
 	if (auth != nil && auth.Disabled) || legacy {
 		r.creds.forget(rc)
-		s.obs.Creds = credentialsObservation{NoAuth: true, Legacy: legacy, Live: true}
+		s.obs.Creds = status.Credentials{NoAuth: true, Legacy: legacy, Live: true}
 		s.password, s.passwordKnown = "", true
 		return ctrl.Result{}, false, r.applySecret(ctx, s, owned, "")
 	}
@@ -135,7 +136,7 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 	c := &s.obs.Creds
 	switch {
 	case generated:
-		c.Source = credentialsGenerated
+		c.Source = status.SourceGenerated
 	case auth.Vault != nil:
 		c.Source = "Vault"
 	default:

@@ -10,9 +10,6 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/rotation"
 )
 
-// credentialsGenerated is the Source of a password the operator generated.
-const credentialsGenerated = "Generated"
-
 // generatedPasswordBytes is the entropy of a generated password: 256 bits.
 const generatedPasswordBytes = 32
 

@@ -14,6 +14,7 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
+	"github.com/redis-operator/redis-operator/controllers/status"
 )
 
 // credentialsReady returns the CredentialsReady condition as "Status/Reason"
@@ -52,7 +53,7 @@ func TestGeneratedPassword(t *testing.T) {
 		t.Fatal("a later pass replaced the generated password")
 	}
 	got := getCluster(t, rc)
-	if got.Status.Credentials == nil || got.Status.Credentials.Source != credentialsGenerated {
+	if got.Status.Credentials == nil || got.Status.Credentials.Source != status.SourceGenerated {
 		t.Errorf("status.credentials %+v, want source Generated", got.Status.Credentials)
 	}
 	if cond, msg := credentialsReady(t, rc); cond != "True/GeneratedPassword" || !strings.Contains(msg, "gen-auth") {
