@@ -482,7 +482,7 @@ func Apply(rc *cachev1beta1.RedisCluster, o *Observation, now time.Time, succeed
 		rc.Status.Migration = nil
 	}
 	if o.PodsObserved {
-		// Remembered until removed (see leaving.go); a pass that stopped
+		// Remembered until removed (controllers/leaving.go); a pass that stopped
 		// before the shards were grouped keeps the list.
 		rc.Status.LeavingShards = slices.Clone(o.Leaving)
 	}
