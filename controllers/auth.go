@@ -22,6 +22,8 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
+	"github.com/redis-operator/redis-operator/controllers/status"
 )
 
 // The operator asks the TokenRequest API for service-account tokens to log
@@ -91,8 +93,8 @@ func ownedSecretName(rc *cachev1beta1.RedisCluster) string { return resources.Se
 //   - first pass with a source (no owned Secret yet, so no pod has run):
 //     its password goes into the owned Secret.
 //   - the source holds a different password than the owned Secret: a
-//     rotation starts (see rotation.go); the pending password is kept in the
-//     owned Secret under rotationNextKey, so it survives a crash. An owned
+//     rotation starts (see package rotation); the pending password is kept in the
+//     owned Secret under rotation.NextKey, so it survives a crash. An owned
 //     Secret without a password means the cluster runs without one
 //     (spec.auth was unset): setting spec.auth then turns authentication on
 //     through the same rotation, from "" to the source's password; clients
@@ -119,14 +121,14 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 			return ctrl.Result{}, true, err
 		}
 	}
-	st := readRotationState(owned)
+	st := rotation.Read(owned)
 
 	auth := rc.Spec.Auth
 	generated := auth == nil || (!auth.Disabled && auth.SecretRef == nil && auth.Vault == nil)
-	legacy := auth == nil && owned != nil && st.Live == "" && !st.inProgress()
+	legacy := auth == nil && owned != nil && st.Live == "" && !st.InProgress()
 	if (auth != nil && auth.Disabled) || legacy {
 		r.creds.forget(rc)
-		s.obs.Creds = credentialsObservation{NoAuth: true, Legacy: legacy, Live: true}
+		s.obs.Creds = status.Credentials{NoAuth: true, Legacy: legacy, Live: true}
 		s.password, s.passwordKnown = "", true
 		return ctrl.Result{}, false, r.applySecret(ctx, s, owned, "")
 	}
@@ -134,7 +136,7 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 	c := &s.obs.Creds
 	switch {
 	case generated:
-		c.Source = credentialsGenerated
+		c.Source = status.SourceGenerated
 	case auth.Vault != nil:
 		c.Source = "Vault"
 	default:
@@ -153,10 +155,10 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 		liveVersion = rc.Status.Credentials.Version
 		c.RotationStep = rc.Status.Credentials.RotationStep
 	}
-	if st.inProgress() {
+	if st.InProgress() {
 		c.RotationTarget = st.PendingVersion
 		if c.RotationStep == "" {
-			c.RotationStep = st.step()
+			c.RotationStep = st.Step()
 		}
 	}
 
@@ -202,7 +204,7 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 			return ctrl.Result{}, true, err
 		}
 		c.RotationTarget = st.PendingVersion
-	case st.inProgress():
+	case st.InProgress():
 		// Finish the rotation under way first; a newer source value starts
 		// the next one.
 	case subtle.ConstantTimeCompare([]byte(cred.Password.Reveal()), []byte(st.Live)) != 1:
@@ -212,7 +214,7 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 			return ctrl.Result{}, true, err
 		}
 		s.normal("RotationStarted", "The password source changed (version %s); rotating without restarts", cred.Version)
-		c.RotationStep, c.RotationTarget = st.step(), st.PendingVersion
+		c.RotationStep, c.RotationTarget = st.Step(), st.PendingVersion
 	default:
 		c.Version = cred.Version
 		if err := r.applySecret(ctx, s, owned, st.Live); err != nil {
@@ -220,7 +222,7 @@ func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *sc
 		}
 	}
 	s.rotation = st
-	if st.inProgress() {
+	if st.InProgress() {
 		setRotationStep(s, c.RotationStep)
 	}
 	return res, false, nil
@@ -490,7 +492,7 @@ func secretUpToDate(live, desired *corev1.Secret) bool {
 			return false
 		}
 	}
-	for _, k := range []string{rotationVersionAnnotation, rotationSwitchedAnnotation} {
+	for _, k := range []string{rotation.VersionAnnotation, rotation.SwitchedAnnotation} {
 		if live.Annotations[k] != desired.Annotations[k] {
 			return false
 		}

@@ -7,10 +7,8 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/credentials"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
 )
-
-// credentialsGenerated is the Source of a password the operator generated.
-const credentialsGenerated = "Generated"
 
 // generatedPasswordBytes is the entropy of a generated password: 256 bits.
 const generatedPasswordBytes = 32
@@ -22,9 +20,9 @@ const generatedPasswordBytes = 32
 // password of generatedPasswordBytes from crypto/rand, URL-safe base64
 // (43 characters, no shell metacharacters). Its Version names the owned
 // Secret, never the password.
-func generatedCredential(rc *cachev1beta1.RedisCluster, st rotationState) (credentials.Credential, error) {
+func generatedCredential(rc *cachev1beta1.RedisCluster, st rotation.State) (credentials.Credential, error) {
 	pw := st.Live
-	if st.inProgress() && st.Next != "" {
+	if st.InProgress() && st.Next != "" {
 		pw = st.Next
 	}
 	if pw == "" {

@@ -13,6 +13,8 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
+	"github.com/redis-operator/redis-operator/controllers/status"
 )
 
 // credentialsReady returns the CredentialsReady condition as "Status/Reason"
@@ -51,7 +53,7 @@ func TestGeneratedPassword(t *testing.T) {
 		t.Fatal("a later pass replaced the generated password")
 	}
 	got := getCluster(t, rc)
-	if got.Status.Credentials == nil || got.Status.Credentials.Source != credentialsGenerated {
+	if got.Status.Credentials == nil || got.Status.Credentials.Source != status.SourceGenerated {
 		t.Errorf("status.credentials %+v, want source Generated", got.Status.Credentials)
 	}
 	if cond, msg := credentialsReady(t, rc); cond != "True/GeneratedPassword" || !strings.Contains(msg, "gen-auth") {
@@ -105,21 +107,21 @@ func TestPasswordlessClusterAfterUpgrade(t *testing.T) {
 	}
 	eventually(t, "rotation to a generated password pending", func() error {
 		owned := ownedSecret(t, rc)
-		if len(owned.Data[rotationNextKey]) != 43 {
+		if len(owned.Data[rotation.NextKey]) != 43 {
 			return errors.New("no generated password pending")
 		}
 		if _, ok := owned.Data[resources.PasswordKey]; ok {
 			return errors.New("clients got the password before any node has it")
 		}
-		if c := getCluster(t, rc).Status.Credentials; c == nil || c.RotationStep != rotationAddingPassword {
+		if c := getCluster(t, rc).Status.Credentials; c == nil || c.RotationStep != rotation.AddingPassword {
 			return fmt.Errorf("status.credentials %+v", c)
 		}
 		return nil
 	})
 	// Later passes keep the same pending password.
-	next := string(ownedSecret(t, rc).Data[rotationNextKey])
+	next := string(ownedSecret(t, rc).Data[rotation.NextKey])
 	reconcileUntilQuiet(t, rc)
-	if string(ownedSecret(t, rc).Data[rotationNextKey]) != next {
+	if string(ownedSecret(t, rc).Data[rotation.NextKey]) != next {
 		t.Error("a later pass generated another pending password")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
 )
 
 // TestAuthVaultUnreachable: a Vault source that does not answer gives
@@ -110,11 +111,11 @@ func TestAuthTurnedOn(t *testing.T) {
 		if err := k8s.Get(testCtx, client.ObjectKeyFromObject(owned), owned); err != nil {
 			return err
 		}
-		if string(owned.Data[rotationNextKey]) != password {
+		if string(owned.Data[rotation.NextKey]) != password {
 			return errors.New("no pending password")
 		}
 		got = getCluster(t, rc)
-		if got.Status.Credentials == nil || got.Status.Credentials.RotationStep != rotationAddingPassword {
+		if got.Status.Credentials == nil || got.Status.Credentials.RotationStep != rotation.AddingPassword {
 			return fmt.Errorf("status.credentials %+v", got.Status.Credentials)
 		}
 		return nil

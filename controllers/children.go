@@ -16,6 +16,7 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/rollout"
 )
 
 // errNotControlled is returned for a child name taken by an object the
@@ -208,7 +209,7 @@ func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctr
 		func(i int) string { return resources.TemplateHash(rc, i) }, s.statefulSets, s.leaving, pods.Items)
 	s.obs.PodsObserved = true
 	s.obs.Pods = podsSummary(s.shards, s.now)
-	s.obs.StalePods = stalePods(s.shards)
+	s.obs.StalePods = rollout.Stale(rolloutShards(s.shards))
 	s.obs.Leaving = nil
 	for _, sh := range s.shards {
 		if !sh.Desired {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/status"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -54,7 +55,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 			return ctrl.Result{}, false, fmt.Errorf("observing Redis: %w", err)
 		}
 		s.view = view
-		t := summarize(view, desired, nil)
+		t := status.Summarize(view, desired, nil)
 		// What the engine would do, without doing it: a paused cluster that
 		// needs nothing is converged, not "converging". (With pods not
 		// up the planner reports them and this stays false.)
@@ -73,7 +74,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 	if res != nil {
 		s.view = res.View
 	}
-	t := summarize(s.view, desired, res)
+	t := status.Summarize(s.view, desired, res)
 	t.EngineRan = true
 	t.Migration = prog.migration()
 	s.obs.Topology = t
@@ -129,7 +130,7 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	if err != nil {
 		return
 	}
-	t := summarize(view, desired, nil)
+	t := status.Summarize(view, desired, nil)
 	s.obs.Topology = t
 	if _, perr := topology.Plan(view, desired); errors.Is(perr, topology.ErrShardLost) {
 		s.obs.Topology = nil
@@ -138,8 +139,8 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 	// Only a cluster not formed yet or one whose shards change: a stale
 	// count (masters unreachable in the last pass) is no work ahead, and
 	// "converging" without an engine result says nothing true.
-	bootstrapping := !s.obs.formed()
-	scaling := s.obs.scaling()
+	bootstrapping := !s.obs.Formed()
+	scaling := s.obs.Scaling()
 	if len(s.obs.StalePods) > 0 || (!bootstrapping && !scaling) {
 		s.obs.Topology = nil
 		return
@@ -169,7 +170,7 @@ func (r *RedisClusterReconciler) stuckRequeue(s *scope, reason string) time.Dura
 // shardCountChanging reports whether the last status counted a different
 // number of shards owning slots than spec asks for (none before the
 // cluster is formed), or shards are leaving.
-func shardCountChanging(rc *cachev1beta1.RedisCluster, o *observation) bool {
+func shardCountChanging(rc *cachev1beta1.RedisCluster, o *status.Observation) bool {
 	return rc.Status.CurrentShards != rc.Spec.Shards || len(o.Leaving) > 0
 }
 
@@ -265,203 +266,3 @@ func (p *progressReporter) flushEvents() {
 
 // maxStepsInEvent bounds the step runs one Topology event lists.
 const maxStepsInEvent = 8
-
-// summarize reduces a view (and the engine's result, when it ran) to what
-// the status and the metrics need.
-func summarize(view *topology.ClusterView, desired topology.Desired, res *topology.Result) *topologyObservation {
-	t := &topologyObservation{StateOK: true}
-	if res != nil {
-		t.Converged, t.Message, t.DataLoss = res.Converged, res.Message, res.DataLoss
-	}
-	if view == nil {
-		return t
-	}
-	var assigned topology.SlotSet
-	masters := map[string]bool{}
-	reachable := 0
-	for _, n := range view.Nodes {
-		if !n.Reachable() {
-			t.Unreachable = append(t.Unreachable, n.Endpoint.Name)
-			continue
-		}
-		self := n.Self()
-		t.KnownNodes = max(t.KnownNodes, n.Info.KnownNodes)
-		if self == nil {
-			continue
-		}
-		// A node that has not joined yet (it knows only itself and owns
-		// nothing: a new pod of a scale-out) reports cluster_state:fail;
-		// that says nothing about the cluster.
-		if n.Info.KnownNodes <= 1 && len(self.Slots) == 0 {
-			continue
-		}
-		reachable++
-		if !n.Info.OK() {
-			t.StateOK = false
-		}
-		if len(self.Importing) > 0 || len(self.Migrating) > 0 {
-			t.OpenSlots = true
-		}
-		if n.IsMaster() {
-			own := n.OwnSlots()
-			if own.Len() > 0 {
-				masters[n.ID] = true
-				for _, slot := range own.Slots() {
-					assigned.Add(slot)
-				}
-			}
-		}
-	}
-	if reachable == 0 {
-		t.StateOK = false
-	}
-	t.SlotsAssigned = assigned.Len()
-	t.CurrentShards = len(masters)
-	var unassigned topology.SlotSet
-	for slot := range topology.NumSlots {
-		if !assigned.Has(slot) {
-			unassigned.Add(slot)
-		}
-	}
-	t.Unassigned = unassigned.Ranges()
-	t.FailedNodes = failedNodes(view)
-
-	var shards []topology.ShardStatus
-	if res != nil {
-		shards = res.Shards
-	} else {
-		shards = shardsFromView(view, desired)
-	}
-	for _, sh := range shards {
-		if len(sh.ReplicaNames) < desired.ReplicasPerShard {
-			t.ShortOfReplicas = append(t.ShortOfReplicas, sh.Name)
-			if len(sh.SlotRanges) > 0 {
-				if t.ReplicasShort == nil {
-					t.ReplicasShort = map[string]int{}
-				}
-				t.ReplicasShort[sh.Name] = desired.ReplicasPerShard - len(sh.ReplicaNames)
-			}
-		}
-		t.Shards = append(t.Shards, cachev1beta1.ShardStatus{
-			Name:         sh.Name,
-			MasterPod:    sh.MasterName,
-			MasterNodeID: sh.MasterNodeID,
-			ReplicaPods:  sh.ReplicaNames,
-			Slots:        sh.SlotRanges,
-		})
-	}
-	// Slots must move when a desired shard is new (it has reachable nodes,
-	// none owning slots or following a master that owns or owned some: not
-	// a shard whose master just died) or a leaving shard still owns some.
-	for _, spec := range desired.Shards {
-		reached, member := 0, false
-		for _, ep := range spec.Nodes {
-			if n := view.Node(ep.Name); n.Reachable() {
-				reached++
-				member = member || ownsSlots(n) || followsOwner(view, n)
-			}
-		}
-		if reached > 0 && !member {
-			t.SlotsToMove = true
-		}
-	}
-	for _, l := range desired.Leaving {
-		for _, ep := range l.Nodes {
-			if n := view.Node(ep.Name); n.IsMaster() && ownsSlots(n) {
-				t.SlotsToMove = true
-			}
-		}
-	}
-	return t
-}
-
-// failedNodes names the nodes that some reachable node flags fail (the
-// cluster spec's FAIL: a majority of masters agreed), by pod name when
-// known (podOfRecord). Sorted.
-func failedNodes(view *topology.ClusterView) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, n := range view.Nodes {
-		if !n.Reachable() {
-			continue
-		}
-		for _, rec := range n.Known {
-			if !rec.Flags.Fail || seen[rec.ID] {
-				continue
-			}
-			seen[rec.ID] = true
-			out = append(out, podOfRecord(view, rec))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// podOfRecord names the endpoint a node record is about: the one that
-// answers with its node ID, else an unreachable one at its address (it
-// cannot say who it is; likely the failed node itself); else the record's
-// node ID and address (a node whose pod is gone, or runs a new node).
-func podOfRecord(view *topology.ClusterView, rec topology.NodeRecord) string {
-	addr := rec.Addr()
-	for _, n := range view.Nodes {
-		if n.Reachable() && n.ID == rec.ID {
-			return n.Endpoint.Name
-		}
-	}
-	for _, n := range view.Nodes {
-		if !n.Reachable() && addr != "" && n.Endpoint.Addr == addr {
-			return n.Endpoint.Name
-		}
-	}
-	if addr != "" {
-		return rec.ID + " (" + addr + ")"
-	}
-	return rec.ID
-}
-
-// shardsFromView is the engine's per-shard summary for a view it did not
-// reconcile: a shard's master is the node of the shard that says it is a
-// master and owns slots; its replicas are the shard's nodes that follow it.
-func shardsFromView(view *topology.ClusterView, desired topology.Desired) []topology.ShardStatus {
-	var out []topology.ShardStatus
-	for _, spec := range desired.Shards {
-		st := topology.ShardStatus{Name: spec.Name}
-		var master *topology.NodeView
-		for _, ep := range spec.Nodes {
-			if n := view.Node(ep.Name); n.IsMaster() && ownsSlots(n) {
-				master = n
-				break
-			}
-		}
-		if master != nil {
-			own := master.OwnSlots()
-			st.MasterName, st.MasterNodeID, st.SlotCount = master.Endpoint.Name, master.ID, own.Len()
-			for _, rg := range own.Ranges() {
-				st.SlotRanges = append(st.SlotRanges, rg.String())
-			}
-			for _, ep := range spec.Nodes {
-				if n := view.Node(ep.Name); n.Reachable() && n.MasterID() == master.ID {
-					st.ReplicaNames = append(st.ReplicaNames, ep.Name)
-				}
-			}
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
-func ownsSlots(n *topology.NodeView) bool {
-	own := n.OwnSlots()
-	return own.Len() > 0
-}
-
-// followsOwner reports whether n replicates a master that owns slots, or
-// one it cannot see (a master that died: its slots are still the shard's).
-func followsOwner(view *topology.ClusterView, n *topology.NodeView) bool {
-	id := n.MasterID()
-	if id == "" {
-		return false
-	}
-	m := view.NodeByID(id)
-	return m == nil || ownsSlots(m)
-}

@@ -1,122 +1,57 @@
 package controllers
 
 import (
-	"errors"
-	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/status"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
-// node builds a NodeView: a master owning slots, a replica of masterID,
-// or (no slots, no master) a fresh node that knows only itself.
-func node(name, id string, slots []topology.SlotRange, masterID string, known int, state string) *topology.NodeView {
-	self := topology.NodeRecord{ID: id, Slots: slots, MasterID: masterID}
-	self.Flags.Myself = true
-	if masterID == "" {
-		self.Flags.Master = true
-	} else {
-		self.Flags.Replica = true
-	}
-	n := &topology.NodeView{Endpoint: topology.Endpoint{Name: name, Addr: "127.0.0.1:6379"}, ID: id, Known: []topology.NodeRecord{self}}
-	n.Info.State, n.Info.KnownNodes = state, known
-	return n
-}
-
 func ids(n string) string { return n + "000000000000000000000000000000000000000"[:40-len(n)] }
 
-func TestSummarize(t *testing.T) {
-	r := func(a, b int) []topology.SlotRange { return []topology.SlotRange{{Start: a, End: b}} }
-	spec := func(name string, nodes ...string) topology.ShardSpec {
-		s := topology.ShardSpec{Name: name}
-		for _, n := range nodes {
-			s.Nodes = append(s.Nodes, topology.Endpoint{Name: n, Addr: "127.0.0.1:6379"})
-		}
-		return s
-	}
-	desired3 := topology.Desired{ReplicasPerShard: 1, Shards: []topology.ShardSpec{spec("s0", "s0-0", "s0-1"), spec("s1", "s1-0", "s1-1"), spec("s2", "s2-0", "s2-1")}}
-	healthy := func() []*topology.NodeView {
-		return []*topology.NodeView{
-			node("s0-0", ids("a"), r(0, 5460), "", 6, "ok"), node("s0-1", ids("a1"), nil, ids("a"), 6, "ok"),
-			node("s1-0", ids("b"), r(5461, 10922), "", 6, "ok"), node("s1-1", ids("b1"), nil, ids("b"), 6, "ok"),
-			node("s2-0", ids("c"), r(10923, 16383), "", 6, "ok"), node("s2-1", ids("c1"), nil, ids("c"), 6, "ok"),
-		}
+// When announceWork looks before the engine runs: the shard count in
+// status differs from spec's, or a shard is leaving.
+func TestShardCountChanging(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 2}, Spec: cachev1beta1.RedisClusterSpec{Shards: 8}}
+	rc.Status.ObservedGeneration = 1
+	rc.Status.CurrentShards = 3
+	if !shardCountChanging(rc, &status.Observation{}) {
+		t.Fatal("3 shards counted, 8 wanted: announceWork would not look")
 	}
 
-	t.Run("healthy", func(t *testing.T) {
-		got := summarize(&topology.ClusterView{Nodes: healthy()}, desired3, nil)
-		if got.SlotsAssigned != topology.NumSlots || !got.StateOK || got.OpenSlots || got.CurrentShards != 3 || got.KnownNodes != 6 || got.SlotsToMove {
-			t.Errorf("%+v", got)
-		}
-		if len(got.Shards) != 3 || got.Shards[1].MasterPod != "s1-0" || !slices.Equal(got.Shards[1].ReplicaPods, []string{"s1-1"}) ||
-			!slices.Equal(got.Shards[1].Slots, []string{"5461-10922"}) || len(got.ShortOfReplicas) != 0 {
-			t.Errorf("shards %+v", got.Shards)
-		}
-	})
+	settled := &cachev1beta1.RedisCluster{Spec: cachev1beta1.RedisClusterSpec{Shards: 3}}
+	settled.Status.CurrentShards = 3
+	if shardCountChanging(settled, &status.Observation{}) {
+		t.Error("a settled cluster would be observed twice per pass")
+	}
+	if !shardCountChanging(settled, &status.Observation{Leaving: []string{"c-shard-3"}}) {
+		t.Error("a leaving shard is scaling")
+	}
+}
 
-	t.Run("master died: slots uncovered, state fail, not scaling", func(t *testing.T) {
-		nodes := healthy()
-		nodes[0].Err = errors.New("connection refused")
-		for _, n := range nodes[1:] {
-			n.Info.State = "fail"
-		}
-		got := summarize(&topology.ClusterView{Nodes: nodes}, desired3, nil)
-		if got.SlotsAssigned != 10923 || got.StateOK || got.SlotsToMove || !slices.Equal(got.Unreachable, []string{"s0-0"}) ||
-			!slices.Equal(got.ShortOfReplicas, []string{"s0"}) {
-			t.Errorf("%+v", got)
-		}
-		if !slices.Equal(got.Unassigned, r(0, 5460)) {
-			t.Errorf("unassigned %v, want 0-5460", got.Unassigned)
-		}
-	})
-
-	t.Run("failed over: the new master has no reachable replica; the old one is flagged fail", func(t *testing.T) {
-		nodes := healthy()
-		nodes[0].Err = errors.New("i/o timeout")
-		// s0-1 was promoted and took the slots; the others flag the old master fail.
-		promoted := node("s0-1", ids("a1"), r(0, 5460), "", 6, "ok")
-		nodes[1] = promoted
-		nodes[0].ID, nodes[0].Endpoint.Addr = "", "10.0.0.1:6379" // unreachable: no ID observed
-		dead := topology.NodeRecord{ID: ids("a"), IP: "10.0.0.1", Port: 6379}
-		dead.Flags.Master, dead.Flags.Fail = true, true
-		nodes[2].Known = append(nodes[2].Known, dead)
-		got := summarize(&topology.ClusterView{Nodes: nodes}, desired3, nil)
-		if got.SlotsAssigned != topology.NumSlots || len(got.Unassigned) != 0 {
-			t.Errorf("slots %d, unassigned %v", got.SlotsAssigned, got.Unassigned)
-		}
-		if len(got.ReplicasShort) != 1 || got.ReplicasShort["s0"] != 1 {
-			t.Errorf("replicas short %v, want s0 short of 1", got.ReplicasShort)
-		}
-		if !slices.Equal(got.FailedNodes, []string{"s0-0"}) {
-			t.Errorf("failed nodes %v, want s0-0", got.FailedNodes)
-		}
-	})
-
-	t.Run("scale out: new shard, not yet met, joined-empty replica", func(t *testing.T) {
-		desired := desired3
-		desired.Shards = append(slices.Clone(desired.Shards), spec("s3", "s3-0", "s3-1"))
-		nodes := append(healthy(),
-			node("s3-0", ids("d"), nil, "", 1, "fail"), // fresh: knows only itself
-			node("s3-1", ids("d1"), nil, ids("d"), 7, "ok"))
-		got := summarize(&topology.ClusterView{Nodes: nodes}, desired, nil)
-		if !got.StateOK {
-			t.Error("a node that has not joined yet makes cluster_state count as failed")
-		}
-		if !got.SlotsToMove || got.CurrentShards != 3 {
-			t.Errorf("%+v", got)
-		}
-	})
-
-	t.Run("scale in: leaving shard still owns slots; open slot", func(t *testing.T) {
-		nodes := healthy()
-		nodes[4].Known[0].Slots = r(10923, 12000)
-		nodes[4].Known[0].Migrating = map[int]string{12001: ids("a")}
-		desired := desired3
-		desired.Shards = desired3.Shards[:2]
-		desired.Leaving = desired3.Shards[2:]
-		got := summarize(&topology.ClusterView{Nodes: nodes}, desired, &topology.Result{Message: "Next: Migrate"})
-		if !got.SlotsToMove || !got.OpenSlots || got.Message != "Next: Migrate" || got.SlotsAssigned != 5461+5462+1078 {
-			t.Errorf("%+v", got)
-		}
-	})
+// A migration spans passes (each bounded by PassBudget): status.migration
+// counts from the migration's start, not from the pass's.
+func TestMigrationProgressSpansPasses(t *testing.T) {
+	first := &progressReporter{last: topology.Progress{SlotsMoved: 100, SlotsTotal: 4096, KeysMoved: 5000}}
+	m := first.migration()
+	if m.SlotsMoved != 100 || m.SlotsTotal != 4096 || m.KeysMoved != 5000 {
+		t.Fatalf("first pass: %+v", m)
+	}
+	// The next pass plans the 3996 slots left.
+	next := &progressReporter{before: m, last: topology.Progress{SlotsMoved: 96, SlotsTotal: 3996, KeysMoved: 4000}}
+	if m := next.migration(); m.SlotsMoved != 196 || m.SlotsTotal != 4096 || m.KeysMoved != 9000 {
+		t.Fatalf("second pass: %+v, want 196 of 4096 slots, 9000 keys", m)
+	}
+	// A finished migration does not carry into a new one.
+	done := &cachev1beta1.MigrationStatus{SlotsMoved: 4096, SlotsTotal: 4096, KeysMoved: 200000}
+	fresh := &progressReporter{before: done, last: topology.Progress{SlotsMoved: 10, SlotsTotal: 2048, KeysMoved: 30}}
+	if m := fresh.migration(); m.SlotsMoved != 10 || m.SlotsTotal != 2048 || m.KeysMoved != 30 {
+		t.Fatalf("new migration: %+v", m)
+	}
+	if (&progressReporter{before: m}).migration() != nil {
+		t.Fatal("a pass that moved nothing reports no migration")
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/status"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -42,29 +43,6 @@ func TestDesiredFormedFromStatus(t *testing.T) {
 		if got := newScope(rc, time.Now(), logr.Discard()).desired().Formed; got != tc.formed {
 			t.Errorf("%s: Desired.Formed = %v, want %v", tc.name, got, tc.formed)
 		}
-	}
-}
-
-// formedTime is set the first time all slots are seen assigned and kept
-// when they no longer are.
-func TestFormedTimeRecordedOnce(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}, Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
-	o := healthyObservation()
-	o.Topology.SlotsAssigned = 100
-	applyObservation(rc, &o, t0, true)
-	if rc.Status.FormedTime != nil {
-		t.Fatalf("formedTime %v with 100 slots assigned", rc.Status.FormedTime)
-	}
-	o = healthyObservation()
-	applyObservation(rc, &o, t0.Add(time.Minute), true)
-	if rc.Status.FormedTime == nil || !rc.Status.FormedTime.Time.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("formedTime %v, want %v", rc.Status.FormedTime, t0.Add(time.Minute))
-	}
-	o.Topology.SlotsAssigned, o.Topology.Shards = 0, nil
-	applyObservation(rc, &o, t0.Add(time.Hour), true)
-	if rc.Status.FormedTime == nil || !rc.Status.FormedTime.Time.Equal(t0.Add(time.Minute)) {
-		t.Errorf("formedTime %v after the slots were lost", rc.Status.FormedTime)
 	}
 }
 
@@ -103,28 +81,28 @@ func TestShardLostIsOneStableVerdict(t *testing.T) {
 			{Name: "c-shard-2"},
 		}
 	}
-	engineLost := func(o *observation) {
+	engineLost := func(o *status.Observation) {
 		// Every node reachable, the new nodes of shard 2 empty: the engine
 		// reports the loss; it does not know the dead owner's shard.
-		o.Topology = &topologyObservation{EngineRan: true, SlotsAssigned: 10923, StateOK: false, CurrentShards: 2,
+		o.Topology = &status.Topology{EngineRan: true, SlotsAssigned: 10923, StateOK: false, CurrentShards: 2,
 			Unassigned: []topology.SlotRange{{Start: 10923, End: 16383}}, SlotsToMove: true, Shards: lostShards(),
 			DataLoss: &topology.LostShard{NodeIDs: []string{ids("c")}, Slots: []topology.SlotRange{{Start: 10923, End: 16383}}, SlotCount: 5461}}
 	}
-	podsStarting := func(o *observation) {
-		o.Pods = podsObservation{Expected: 6, Ready: 4, NotReady: []string{"c-shard-2-0", "c-shard-2-1"}}
-		o.Topology = &topologyObservation{Planned: true, SlotsAssigned: 10923, StateOK: false, CurrentShards: 2,
+	podsStarting := func(o *status.Observation) {
+		o.Pods = status.Pods{Expected: 6, Ready: 4, NotReady: []string{"c-shard-2-0", "c-shard-2-1"}}
+		o.Topology = &status.Topology{Planned: true, SlotsAssigned: 10923, StateOK: false, CurrentShards: 2,
 			Unassigned: []topology.SlotRange{{Start: 10923, End: 16383}}, Shards: lostShards()}
 	}
 	var messages []string
-	for i, pass := range []func(*observation){engineLost, podsStarting, engineLost, podsStarting, engineLost} {
+	for i, pass := range []func(*status.Observation){engineLost, podsStarting, engineLost, podsStarting, engineLost} {
 		live := &cachev1beta1.RedisCluster{}
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
 			t.Fatal(err)
 		}
 		s := newScope(live, now.Add(time.Duration(i)*time.Minute), logr.Discard())
-		s.obs.Creds = credentialsObservation{NoAuth: true, Live: true}
+		s.obs.Creds = status.Credentials{NoAuth: true, Live: true}
 		s.obs.PodsObserved = true
-		s.obs.Pods = podsObservation{Expected: 6, Ready: 6}
+		s.obs.Pods = status.Pods{Expected: 6, Ready: 6}
 		pass(&s.obs)
 		if err := r.writeStatus(ctx, s, nil, true); err != nil {
 			t.Fatal(err)
@@ -184,7 +162,7 @@ func TestLostShardBacksOff(t *testing.T) {
 		}
 		last = got
 		s.obs.PodsObserved = true
-		s.obs.Topology = &topologyObservation{SlotsAssigned: 10923}
+		s.obs.Topology = &status.Topology{SlotsAssigned: 10923}
 		if s.busy() {
 			t.Errorf("after %s: a lost shard counts as busy (requeue every %s)", age, busyRequeue)
 		}
@@ -204,4 +182,20 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return scheme
+}
+
+// healthyObservation is a converged 3-shard cluster (as in package
+// status's tests).
+func healthyObservation() status.Observation {
+	return status.Observation{
+		DesiredShards:    3,
+		ReplicasPerShard: 1,
+		Creds:            status.Credentials{NoAuth: true, Live: true},
+		PodsObserved:     true,
+		Pods:             status.Pods{Expected: 6, Ready: 6},
+		Topology: &status.Topology{
+			EngineRan: true, Converged: true, SlotsAssigned: topology.NumSlots, StateOK: true, KnownNodes: 6, CurrentShards: 3,
+			Shards: []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterPod: "c-shard-0-1", ReplicaPods: []string{"c-shard-0-0"}, Slots: []string{"0-5460"}}},
+		},
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/status"
 )
 
 // A pass removed a drained shard, then its status write conflicted (it
@@ -149,7 +150,7 @@ func TestConflictsAreQuietRetries(t *testing.T) {
 	// Every status write conflicts: still no error, a requeue.
 	conflicts = 100
 	s = newPass()
-	s.obs.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-0"}}
+	s.obs.Pods = status.Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-0"}}
 	res, err = r.finishPass(ctx, s, ctrl.Result{}, nil)
 	if err != nil || res.RequeueAfter == 0 {
 		t.Errorf("pass whose status writes all conflict: %+v, %v; want a requeue and no error", res, err)

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/status"
 )
 
 // clusterMetrics are the redis_cluster_* gauges, one series per
@@ -60,7 +61,7 @@ func b2f(b bool) float64 {
 }
 
 // observe records rc's status and, when Redis was observed, its topology.
-func (m *clusterMetrics) observe(rc *cachev1beta1.RedisCluster, t *topologyObservation) {
+func (m *clusterMetrics) observe(rc *cachev1beta1.RedisCluster, t *status.Topology) {
 	if m == nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/status"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -176,10 +177,10 @@ func (s *shardPods) spec() topology.ShardSpec {
 
 // podsSummary counts expected and ready pods over the desired and leaving
 // shards and lists the missing or unready ones. An existing pod that is
-// not ready and older than podStartGrace is overdue; a missing pod is only
+// not ready and older than status.PodStartGrace is overdue; a missing pod is only
 // pending (the StatefulSet controller creates it).
-func podsSummary(shards []*shardPods, now time.Time) podsObservation {
-	var o podsObservation
+func podsSummary(shards []*shardPods, now time.Time) status.Pods {
+	var o status.Pods
 	for _, s := range shards {
 		o.Expected += s.Expected
 		have := map[int]podInfo{}
@@ -193,7 +194,7 @@ func podsSummary(shards []*shardPods, now time.Time) podsObservation {
 				o.Ready++
 			case ok:
 				o.NotReady = append(o.NotReady, p.Name)
-				if now.Sub(p.Created) > podStartGrace {
+				if now.Sub(p.Created) > status.PodStartGrace {
 					o.Overdue = append(o.Overdue, p.Name)
 				}
 			default:

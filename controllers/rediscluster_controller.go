@@ -36,6 +36,7 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/status"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -378,7 +379,7 @@ const statusWriteAttempts = 3
 // s.original's, as a merge patch guarded by s.original's resourceVersion.
 func (r *RedisClusterReconciler) patchStatus(ctx context.Context, s *scope, succeeded bool) error {
 	rc := s.rc
-	applyObservation(rc, &s.obs, s.now, succeeded)
+	status.Apply(rc, &s.obs, s.now, succeeded)
 	health := r.computeHealth(ctx, s)
 	rc.Status.Health = &health
 	r.metrics.observe(rc, s.obs.Topology)

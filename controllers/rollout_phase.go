@@ -10,15 +10,29 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/rollout"
 )
 
+// rolloutShards is what the rolling-update planner needs of the shards.
+func rolloutShards(shards []*shardPods) []rollout.Shard {
+	out := make([]rollout.Shard, 0, len(shards))
+	for _, sh := range shards {
+		rs := rollout.Shard{Name: sh.Name, DesiredHash: sh.DesiredHash, TemplateCurrent: sh.TemplateCurrent}
+		for _, p := range sh.Pods {
+			rs.Pods = append(rs.Pods, rollout.Pod{Name: p.Name, Hash: p.Hash, Ready: p.Ready, Terminating: p.Terminating})
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
 // reconcileRollout takes at most one step of a rolling update per pass
-// (see planRollout). Nothing happens while paused.
+// (see rollout.Plan). Nothing happens while paused.
 func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if s.rc.Spec.Paused || !s.passwordKnown {
 		return ctrl.Result{}, false, nil
 	}
-	in := rolloutInput{Shards: s.shards, Masters: map[string]string{}, InSync: map[string]bool{}}
+	in := rollout.Input{Shards: rolloutShards(s.shards), Masters: map[string]string{}, InSync: map[string]bool{}}
 	if s.result != nil {
 		in.Converged = s.result.Converged
 	}
@@ -36,18 +50,18 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 	}
 
 	s.rollout = in
-	return r.runRolloutAction(ctx, s, planRollout(in))
+	return r.runRolloutAction(ctx, s, rollout.Plan(in))
 }
 
 // runRolloutAction carries out one planned step.
-func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope, action rolloutAction) (ctrl.Result, bool, error) {
+func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope, action rollout.Action) (ctrl.Result, bool, error) {
 	switch action.Kind {
-	case rolloutNone, rolloutWait:
-		if action.Kind == rolloutWait {
+	case rollout.None, rollout.Wait:
+		if action.Kind == rollout.Wait {
 			s.log.V(1).Info("Rolling update waits", "shard", action.Shard, "reason", action.Reason)
 		}
 		return ctrl.Result{}, false, nil
-	case rolloutDelete:
+	case rollout.DeletePod:
 		s.log.Info("Deleting pod for rolling update", "shard", action.Shard, "pod", action.Pod, "reason", action.Reason)
 		pod := &corev1.Pod{}
 		pod.Namespace, pod.Name = s.rc.Namespace, action.Pod
@@ -56,7 +70,7 @@ func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope,
 			return ctrl.Result{}, true, fmt.Errorf("deleting pod %s: %w", action.Pod, err)
 		}
 		s.did("RollingUpdate", "Restarting pod %s: %s", action.Pod, action.Reason)
-	case rolloutFailover:
+	case rollout.Failover:
 		s.log.Info("Planned failover", "shard", action.Shard, "pod", action.Pod, "reason", action.Reason)
 		fctx, cancel := context.WithTimeout(ctx, failoverTimeout)
 		defer cancel()
@@ -98,7 +112,7 @@ func (r *RedisClusterReconciler) reconcileReplicaScaleDown(ctx context.Context, 
 		if ord >= want {
 			for _, p := range sh.Pods {
 				if p.Ordinal < want && p.Ready && s.rollout.InSync[p.Name] {
-					return r.runRolloutAction(ctx, s, rolloutAction{Kind: rolloutFailover, Shard: sh.Name, Pod: p.Name,
+					return r.runRolloutAction(ctx, s, rollout.Action{Kind: rollout.Failover, Shard: sh.Name, Pod: p.Name,
 						Reason: fmt.Sprintf("master %s is on a pod the replica scale-down removes", master)})
 				}
 			}

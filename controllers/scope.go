@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/rollout"
+	"github.com/redis-operator/redis-operator/controllers/rotation"
+	"github.com/redis-operator/redis-operator/controllers/status"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -23,7 +26,7 @@ type scope struct {
 	now      time.Time
 	log      logr.Logger
 
-	obs observation
+	obs status.Observation
 
 	// password is the live password (from the owned Secret), "" without
 	// auth; passwordKnown is false when it could not be determined, and
@@ -31,8 +34,8 @@ type scope struct {
 	password      string
 	passwordKnown bool
 	// rotation is the password rotation state read from the owned Secret
-	// (see rotation.go).
-	rotation rotationState
+	// (package rotation).
+	rotation rotation.State
 
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet
@@ -46,7 +49,7 @@ type scope struct {
 	view   *topology.ClusterView
 	// rollout is what the rolling-update phase knew: masters and replicas
 	// in sync as observed this pass.
-	rollout rolloutInput
+	rollout rollout.Input
 	// acted is set when a phase changed something this pass that the
 	// cluster must settle from (a pod deleted, a failover).
 	acted bool
@@ -70,7 +73,7 @@ func newScope(rc *cachev1beta1.RedisCluster, now time.Time, log logr.Logger) *sc
 	s := &scope{rc: rc, original: rc.DeepCopy(), now: now, log: log}
 	s.obs.DesiredShards = int(rc.Spec.Shards)
 	s.obs.ReplicasPerShard = int(rc.Spec.ReplicasPerShard)
-	s.obs.FormedBefore = formedBefore(&rc.Status)
+	s.obs.FormedBefore = status.FormedBefore(&rc.Status)
 	s.obs.PreviousShards = slices.Clone(rc.Status.Shards)
 	if c := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition); c != nil &&
 		c.Status == metav1.ConditionTrue && c.Reason == cachev1beta1.RedisClusterShardLostReason {
@@ -87,7 +90,7 @@ func (s *scope) busy() bool {
 	if s.acted {
 		return true
 	}
-	if s.obs.lostMessage() != "" || s.obs.ReconcileErr != nil {
+	if s.obs.LostMessage() != "" || s.obs.ReconcileErr != nil {
 		return false
 	}
 	t := s.obs.Topology
@@ -95,7 +98,7 @@ func (s *scope) busy() bool {
 }
 
 // desired is the engine's target: spec.shards shards, leaving shards to
-// drain. Formed comes from status (formedBefore), never from the nodes: a
+// drain. Formed comes from status (status.FormedBefore), never from the nodes: a
 // cluster whose every node came back empty is still formed.
 func (s *scope) desired() topology.Desired {
 	d := topology.Desired{

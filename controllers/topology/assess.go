@@ -44,7 +44,8 @@ type assessment struct {
 	slotCount map[string]int // owner ID -> slots owned
 
 	allReachable bool
-	nodeTimeout  time.Duration
+	// nodeTimeout is the desired nodes' cluster-node-timeout (maxNodeTimeout).
+	nodeTimeout time.Duration
 }
 
 var errNotObserved = errors.New("not observed")
@@ -91,14 +92,7 @@ func assess(view *ClusterView, d Desired) *assessment {
 	a.computeOwners()
 	a.mapOwners()
 	a.chooseMasters()
-	a.nodeTimeout = 15 * time.Second
-	var maxTimeout time.Duration
-	for _, n := range a.reachable() {
-		maxTimeout = max(maxTimeout, n.NodeTimeout)
-	}
-	if maxTimeout > 0 {
-		a.nodeTimeout = maxTimeout
-	}
+	a.nodeTimeout = maxNodeTimeout(a.nodes...)
 	return a
 }
 

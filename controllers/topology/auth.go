@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Password operations for a rotation without downtime. A Redis 7 ACL user can hold several
@@ -143,21 +141,7 @@ func (e *Engine) login(ctx context.Context, addr string, passwords []string) (*r
 	}
 	var last error
 	for _, p := range passwords {
-		cl := redis.NewClient(&redis.Options{
-			Addr:                  addr,
-			Password:              p,
-			Protocol:              2,
-			DisableIdentity:       true,
-			DialTimeout:           e.opts.DialTimeout,
-			ReadTimeout:           e.opts.CommandTimeout,
-			WriteTimeout:          e.opts.CommandTimeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-			PoolSize:              1,
-			MaintNotificationsConfig: &maintnotifications.Config{
-				Mode: maintnotifications.ModeDisabled,
-			},
-		})
+		cl := newClient(e.opts, addr, p, 1)
 		err := e.run(ctx, cl, "PING")
 		if err == nil {
 			return cl, nil
@@ -177,15 +161,4 @@ func (e *Engine) run(ctx context.Context, cl *redis.Client, args ...any) error {
 	cctx, cancel := e.cmdCtx(ctx)
 	defer cancel()
 	return classify(cl.Do(cctx, args...).Err())
-}
-
-// mask replaces every non-empty secret in msg with "***" (Redis echoes an ACL SETUSER
-// modifier, password included, in its error reply).
-func mask(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "***")
-		}
-	}
-	return msg
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -661,38 +659,5 @@ func TestLostShard(t *testing.T) {
 	}
 	if lost == 0 || kept == 0 {
 		t.Fatalf("lost %d, kept %d", lost, kept)
-	}
-}
-
-// ApplyConfig sets live config on every node and persists it with CONFIG REWRITE.
-func TestApplyConfig(t *testing.T) {
-	c := newTestCluster(t, redistest.Options{Password: "cfg"}, Options{})
-	all := c.addShards(2, 1)
-	d := c.desired(0, all)
-	ctx := context.Background()
-	if err := c.engine.ApplyConfig(ctx, d.endpoints(), map[string]string{"maxmemory-policy": "allkeys-lru", "hz": "20"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range all {
-		n := c.nodes[s][0]
-		got := n.Do("CONFIG", "GET", "maxmemory-policy").([]any)
-		if got[1] != "allkeys-lru" {
-			t.Fatalf("maxmemory-policy = %v", got)
-		}
-		conf, err := os.ReadFile(filepath.Join(n.Dir, "redis.conf"))
-		if err != nil || !strings.Contains(string(conf), "maxmemory-policy allkeys-lru") {
-			t.Fatalf("not rewritten: %v", err)
-		}
-	}
-	err := c.engine.ApplyConfig(ctx, d.endpoints(), map[string]string{"maxmemory": "lots"})
-	if err == nil || !strings.Contains(err.Error(), "s0-0") || !strings.Contains(err.Error(), "s1-0") {
-		t.Fatalf("bad value: %v", err)
-	}
-	bad := New(Options{Password: "wrong"})
-	if err := bad.ApplyConfig(ctx, d.endpoints(), map[string]string{"hz": "10"}); !errors.Is(err, ErrAuth) {
-		t.Fatalf("wrong password: %v", err)
-	}
-	if _, err := bad.Reconcile(ctx, d, nil); !errors.Is(err, ErrAuth) {
-		t.Fatalf("Reconcile with a wrong password: %v", err)
 	}
 }

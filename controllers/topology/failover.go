@@ -2,11 +2,7 @@ package topology
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 )
 
@@ -78,7 +74,7 @@ func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, re
 		return fmt.Errorf("%w: shard %s: %s is not in sync with its master %s (master_link_status down)",
 			ErrNotReady, shard, replicaName, m.Endpoint.Name)
 	}
-	timeout := max(3*view.nodeTimeout(), 10*time.Second)
+	timeout := max(3*maxNodeTimeout(view.Nodes...), 10*time.Second)
 	const attempts = 3 // a manual failover can time out under load: try again
 	promoted := false
 	for range attempts {
@@ -111,20 +107,6 @@ func (e *Engine) Failover(ctx context.Context, desired Desired, shard string, re
 	return nil
 }
 
-// nodeTimeout is the largest cluster-node-timeout reported, 15 s when none was.
-func (v *ClusterView) nodeTimeout() time.Duration {
-	var d time.Duration
-	for _, n := range v.Nodes {
-		if n.Reachable() {
-			d = max(d, n.NodeTimeout)
-		}
-	}
-	if d == 0 {
-		return 15 * time.Second
-	}
-	return d
-}
-
 // pollNode reads n's own CLUSTER NODES entry until cond holds (true) or timeout passes
 // (false).
 func (e *Engine) pollNode(ctx context.Context, c *conns, n *NodeView, timeout time.Duration, cond func(*NodeRecord) bool) (bool, error) {
@@ -140,67 +122,4 @@ func (e *Engine) pollNode(ctx context.Context, c *conns, n *NodeView, timeout ti
 			return false, err
 		}
 	}
-}
-
-// ApplyConfig runs CONFIG SET with every key/value of cfg (one atomic CONFIG SET per node,
-// Redis 7 takes several pairs) and then CONFIG REWRITE on every endpoint, concurrently, so a
-// live change also survives restarts (CONFIG REWRITE needs the node's config file to be
-// writable). Values are never logged, and values of secret-looking keys are
-// masked in errors. Errors name the failing endpoints.
-func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string]string) error {
-	if len(cfg) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(cfg))
-	for k := range cfg {
-		if k == "" {
-			return fmt.Errorf("%w: empty config key", ErrInvalidDesired)
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	args := []any{"CONFIG", "SET"}
-	for _, k := range keys {
-		args = append(args, k, cfg[k])
-	}
-	for _, ep := range eps {
-		if err := validateAddr(ep.Addr); err != nil {
-			return fmt.Errorf("%w: endpoint %s: %w", ErrInvalidDesired, ep.Name, err)
-		}
-	}
-	c := e.newConns()
-	defer c.close()
-	errs := make([]error, len(eps))
-	var wg sync.WaitGroup
-	for i, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := &NodeView{Endpoint: ep}
-			e.log.Info("Applying config", "node", ep.Name, "keys", strings.Join(keys, ","))
-			err := e.do(ctx, c, n, args...)
-			if err == nil {
-				err = e.do(ctx, c, n, "CONFIG", "REWRITE")
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: %s", ep.Name, redact(err.Error(), cfg))
-				if errors.Is(err, ErrAuth) {
-					errs[i] = fmt.Errorf("%w: %w", ErrAuth, errs[i])
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// redact hides the values of secret-looking keys (…pass…, …auth…, …user…) in msg.
-func redact(msg string, cfg map[string]string) string {
-	for k, v := range cfg {
-		lk := strings.ToLower(k)
-		if v != "" && (strings.Contains(lk, "pass") || strings.Contains(lk, "auth") || strings.Contains(lk, "user")) {
-			msg = strings.ReplaceAll(msg, v, "***")
-		}
-	}
-	return msg
 }

@@ -26,10 +26,7 @@ type migrateBatch struct {
 // of the two (15 s when unknown) and at least 100 ms, so that a stalled target cannot keep
 // the source from answering the cluster bus until it is flagged as failing.
 func (e *Engine) migrateTimeout(n, t *NodeView) time.Duration {
-	nt := max(n.NodeTimeout, t.NodeTimeout)
-	if nt == 0 {
-		nt = 15 * time.Second
-	}
+	nt := maxNodeTimeout(n, t)
 	return max(min(e.opts.MigrateTimeout, nt/4), 100*time.Millisecond)
 }
 

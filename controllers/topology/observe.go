@@ -59,6 +59,29 @@ func New(opts Options) *Engine {
 	return &Engine{opts: opts, log: log}
 }
 
+// newClient is the one go-redis client configuration of the engine, for the node at addr
+// with password ("" for none): RESP2 (no HELLO), no CLIENT SETINFO on connect (a Redis 7.2
+// command), go-redis's maintenance notifications off, opts' dial and command timeouts
+// bounding every call along with its context, poolSize connections, and no retries (the
+// engine observes again and plans anew instead).
+func newClient(opts Options, addr, password string, poolSize int) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		Password:              password,
+		Protocol:              2,
+		DisableIdentity:       true,
+		DialTimeout:           opts.DialTimeout,
+		ReadTimeout:           opts.CommandTimeout,
+		WriteTimeout:          opts.CommandTimeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		PoolSize:              poolSize,
+		MaintNotificationsConfig: &maintnotifications.Config{
+			Mode: maintnotifications.ModeDisabled,
+		},
+	})
+}
+
 // conns caches one client per address for the duration of one engine call.
 type conns struct {
 	opts    Options
@@ -76,21 +99,7 @@ func (c *conns) get(addr string) *redis.Client {
 	if cl, ok := c.clients[addr]; ok {
 		return cl
 	}
-	cl := redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		Password:              c.opts.Password,
-		Protocol:              2,
-		DisableIdentity:       true,
-		DialTimeout:           c.opts.DialTimeout,
-		ReadTimeout:           c.opts.CommandTimeout,
-		WriteTimeout:          c.opts.CommandTimeout,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // the engine re-observes and re-plans instead
-		PoolSize:              4,
-		MaintNotificationsConfig: &maintnotifications.Config{
-			Mode: maintnotifications.ModeDisabled,
-		},
-	})
+	cl := newClient(c.opts, addr, c.opts.Password, 4)
 	c.clients[addr] = cl
 	return cl
 }

@@ -162,25 +162,7 @@ func buildResult(p *planner, steps []Step, perr error) *Result {
 	if errors.Is(perr, ErrShardLost) {
 		res.DataLoss = p.lost
 	}
-	for _, sh := range p.shards {
-		st := ShardStatus{Name: sh.spec.Name, MasterNodeID: sh.masterID}
-		if sh.master != nil {
-			st.MasterName = sh.master.Endpoint.Name
-		}
-		for _, n := range sh.nodes {
-			if n.Reachable() && sh.masterID != "" && n.MasterID() == sh.masterID {
-				st.ReplicaNames = append(st.ReplicaNames, n.Endpoint.Name)
-			}
-		}
-		if sh.masterID != "" {
-			owned := p.ownedBy(sh.masterID)
-			st.SlotCount = len(owned)
-			for _, r := range RangesOf(owned) {
-				st.SlotRanges = append(st.SlotRanges, r.String())
-			}
-		}
-		res.Shards = append(res.Shards, st)
-	}
+	res.Shards = p.shardStatuses()
 	switch {
 	case res.Converged:
 		res.Message = fmt.Sprintf("Cluster converged: %d shards with %d replicas each own all %d slots", len(p.shards), p.desired.ReplicasPerShard, NumSlots)
@@ -193,6 +175,46 @@ func buildResult(p *planner, steps []Step, perr error) *Result {
 	}
 	sort.Strings(res.Removable)
 	return res
+}
+
+// Shards is the per-shard summary Reconcile reports in Result.Shards, for a view it did not
+// act on: one ShardStatus per desired shard, in order. A shard's master is the one the
+// planner acts on: of the slot owners mapped to the shard, the one owning most slots, where a
+// slot's owner is the reachable master that claims it, else the node most reachable nodes'
+// tables name (it may be unreachable: then MasterName is empty); for a shard owning none, its
+// first reachable master that owns no slot and has none open (a candidate). Its replicas are
+// the shard's reachable nodes that follow that master; its slots are those the master owns.
+// nil for a nil view.
+func Shards(view *ClusterView, desired Desired) []ShardStatus {
+	if view == nil {
+		return nil
+	}
+	return assess(view, desired).shardStatuses()
+}
+
+// shardStatuses summarises the desired shards (see Shards).
+func (a *assessment) shardStatuses() []ShardStatus {
+	var out []ShardStatus
+	for _, sh := range a.shards {
+		st := ShardStatus{Name: sh.spec.Name, MasterNodeID: sh.masterID}
+		if sh.master != nil {
+			st.MasterName = sh.master.Endpoint.Name
+		}
+		for _, n := range sh.nodes {
+			if n.Reachable() && sh.masterID != "" && n.MasterID() == sh.masterID {
+				st.ReplicaNames = append(st.ReplicaNames, n.Endpoint.Name)
+			}
+		}
+		if sh.masterID != "" {
+			owned := a.ownedBy(sh.masterID)
+			st.SlotCount = len(owned)
+			for _, r := range RangesOf(owned) {
+				st.SlotRanges = append(st.SlotRanges, r.String())
+			}
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func firstLine(s string) string {

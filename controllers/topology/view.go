@@ -29,6 +29,26 @@ type NodeView struct {
 	NodeTimeout time.Duration // cluster-node-timeout; 0 if CONFIG GET was refused
 }
 
+// defaultNodeTimeout is Redis's default cluster-node-timeout (15000 ms; redis.conf), assumed
+// when no node reports one.
+const defaultNodeTimeout = 15 * time.Second
+
+// maxNodeTimeout is the largest cluster-node-timeout that the reachable nodes among ns
+// report, defaultNodeTimeout when none does. The engine's waits that are tied to failure
+// detection (failover, takeover, MIGRATE's timeout) derive from it.
+func maxNodeTimeout(ns ...*NodeView) time.Duration {
+	var d time.Duration
+	for _, n := range ns {
+		if n.Reachable() {
+			d = max(d, n.NodeTimeout)
+		}
+	}
+	if d == 0 {
+		return defaultNodeTimeout
+	}
+	return d
+}
+
 // Reachable reports whether the node answered and its replies parsed.
 func (n *NodeView) Reachable() bool { return n != nil && n.Err == nil }
 

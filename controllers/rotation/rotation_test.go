@@ -1,4 +1,4 @@
-package controllers
+package rotation
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -73,11 +74,11 @@ func waitLinkUp(t *testing.T, addr, password string) {
 // failNext makes the next save fail, as an operator crash before the write.
 type secretStore struct {
 	mu       sync.Mutex
-	st       rotationState
+	st       State
 	failNext bool
 }
 
-func (s *secretStore) save(st rotationState) error {
+func (s *secretStore) save(st State) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failNext {
@@ -88,7 +89,7 @@ func (s *secretStore) save(st rotationState) error {
 	return nil
 }
 
-func (s *secretStore) load() rotationState {
+func (s *secretStore) load() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st
@@ -104,8 +105,8 @@ func (s *secretStore) load() rotationState {
 func TestAdvanceRotation(t *testing.T) {
 	const oldPw, newPw = "old-rotation-pw", "new rotation pw 2"
 	master, replica, eps := rotationCluster(t, oldPw)
-	store := &secretStore{st: rotationState{Live: oldPw, Next: newPw, PendingVersion: "v2"}}
-	ops := func(live string) passwordOps {
+	store := &secretStore{st: State{Live: oldPw, Next: newPw, PendingVersion: "v2"}}
+	ops := func(live string) PasswordOps {
 		return topology.New(topology.Options{Password: live, Logger: testr.New(t)})
 	}
 	ctx := context.Background()
@@ -144,8 +145,8 @@ func TestAdvanceRotation(t *testing.T) {
 	// Crash at UpdatingSecret: nothing saved, the pending password is kept.
 	store.failNext = true
 	st := store.load()
-	out, err := advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0, store.save)
-	if err == nil || out.Step != rotationUpdatingSecret {
+	out, err := Advance(ctx, ops(st.Live), eps, &st, grace, t0, store.save)
+	if err == nil || out.Step != UpdatingSecret {
 		t.Fatalf("crash at the Secret write: %+v, %v", out, err)
 	}
 	if got := store.load(); got.Live != oldPw || got.Next != newPw {
@@ -161,8 +162,8 @@ func TestAdvanceRotation(t *testing.T) {
 
 	// Resumed: switch, then the grace period.
 	st = store.load()
-	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0, store.save)
-	if err != nil || out.Step != rotationGracePeriod || out.Wait != grace || out.Done {
+	out, err = Advance(ctx, ops(st.Live), eps, &st, grace, t0, store.save)
+	if err != nil || out.Step != GracePeriod || out.Wait != grace || out.Done {
 		t.Fatalf("after the switch: %+v, %v", out, err)
 	}
 	if got := store.load(); got.Live != newPw || got.Previous != oldPw || got.Next != "" || !got.SwitchedAt.Equal(t0) {
@@ -176,8 +177,8 @@ func TestAdvanceRotation(t *testing.T) {
 	replica.Stop()
 	replica.Restart()
 	st = store.load()
-	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace/2), store.save)
-	if err != nil || out.Step != rotationGracePeriod || out.Wait != grace/2 {
+	out, err = Advance(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace/2), store.save)
+	if err != nil || out.Step != GracePeriod || out.Wait != grace/2 {
 		t.Fatalf("in the grace period: %+v, %v", out, err)
 	}
 	for _, ep := range eps {
@@ -190,11 +191,11 @@ func TestAdvanceRotation(t *testing.T) {
 	waitLinkUp(t, replica.Addr(), newPw)
 
 	// Grace period over.
-	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace), store.save)
+	out, err = Advance(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace), store.save)
 	if err != nil || !out.Done || out.Step != "" {
 		t.Fatalf("end: %+v, %v", out, err)
 	}
-	if got := store.load(); got != (rotationState{Live: newPw}) {
+	if got := store.load(); got != (State{Live: newPw}) {
 		t.Fatal("the finished state keeps rotation keys")
 	}
 	for _, ep := range eps {
@@ -213,8 +214,8 @@ func TestAdvanceRotation(t *testing.T) {
 	waitLinkUp(t, replica.Addr(), newPw)
 
 	// Done is done: another call changes nothing.
-	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, grace, t0.Add(2*grace), store.save)
-	if err != nil || out != (rotationOutcome{}) {
+	out, err = Advance(ctx, ops(st.Live), eps, &st, grace, t0.Add(2*grace), store.save)
+	if err != nil || out != (Outcome{}) {
 		t.Fatalf("after the end: %+v, %v", out, err)
 	}
 
@@ -234,8 +235,8 @@ func TestAdvanceRotation(t *testing.T) {
 func TestAdvanceRotationTurnsAuthOn(t *testing.T) {
 	const newPw = "first pw \"1\""
 	master, replica, eps := rotationCluster(t, "")
-	store := &secretStore{st: rotationState{Live: "", Next: newPw, PendingVersion: "v1"}}
-	ops := func(live string) passwordOps {
+	store := &secretStore{st: State{Live: "", Next: newPw, PendingVersion: "v1"}}
+	ops := func(live string) PasswordOps {
 		return topology.New(topology.Options{Password: live, Logger: testr.New(t)})
 	}
 	ctx := context.Background()
@@ -243,8 +244,8 @@ func TestAdvanceRotationTurnsAuthOn(t *testing.T) {
 
 	store.failNext = true
 	st := store.load()
-	out, err := advanceRotation(ctx, ops(st.Live), eps, &st, time.Hour, t0, store.save)
-	if err == nil || out.Step != rotationUpdatingSecret {
+	out, err := Advance(ctx, ops(st.Live), eps, &st, time.Hour, t0, store.save)
+	if err == nil || out.Step != UpdatingSecret {
 		t.Fatalf("crash at the Secret write: %+v, %v", out, err)
 	}
 	if got := store.load(); got.Live != "" || got.Next != newPw {
@@ -252,11 +253,11 @@ func TestAdvanceRotationTurnsAuthOn(t *testing.T) {
 	}
 
 	st = store.load()
-	out, err = advanceRotation(ctx, ops(st.Live), eps, &st, time.Hour, t0, store.save)
+	out, err = Advance(ctx, ops(st.Live), eps, &st, time.Hour, t0, store.save)
 	if err != nil || !out.Done || out.Step != "" || out.Wait != 0 {
 		t.Fatalf("resumed: %+v, %v", out, err)
 	}
-	if got := store.load(); got != (rotationState{Live: newPw}) || st != got {
+	if got := store.load(); got != (State{Live: newPw}) || st != got {
 		t.Fatal("the finished state is not the new password alone")
 	}
 	for _, ep := range eps {
@@ -296,19 +297,19 @@ func TestAdvanceRotationTurnsAuthOn(t *testing.T) {
 func TestRotationSecret(t *testing.T) {
 	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "u"}}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, st := range []rotationState{
+	for _, st := range []State{
 		{Live: "pw-aaaa"},
 		{Live: "pw-aaaa", Next: "pw-bbbb", PendingVersion: "v2"},
 		{Live: "pw-bbbb", Previous: "pw-aaaa", PendingVersion: "v2", SwitchedAt: at},
 	} {
-		sec := rotationSecret(rc, st)
-		if got := readRotationState(sec); got != st {
-			t.Errorf("round trip of %+v: %+v", st.step(), got.step())
+		sec := Secret(rc, st)
+		if got := Read(sec); got != st {
+			t.Errorf("round trip of %+v: %+v", st.Step(), got.Step())
 		}
 		if !strings.Contains(string(sec.Data[resources.AuthConfKey]), `requirepass "`+st.Live+`"`) {
-			t.Errorf("auth.conf does not hold the live password (step %q)", st.step())
+			t.Errorf("auth.conf does not hold the live password (step %q)", st.Step())
 		}
-		if !st.inProgress() && len(sec.Annotations) != 0 {
+		if !st.InProgress() && len(sec.Annotations) != 0 {
 			t.Errorf("annotations without a rotation: %v", sec.Annotations)
 		}
 		for k, v := range sec.Annotations {
@@ -316,5 +317,82 @@ func TestRotationSecret(t *testing.T) {
 				t.Errorf("annotation %s holds a password", k)
 			}
 		}
+	}
+}
+
+// TestStateFromSecret: the step a resumed rotation starts from, read from
+// the owned Secret as a crash left it at each point of the rotation.
+func TestStateFromSecret(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	secret := func(data map[string]string, ann map[string]string) *corev1.Secret {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Data: map[string][]byte{}}
+		for k, v := range data {
+			sec.Data[k] = []byte(v)
+		}
+		return sec
+	}
+	for _, tc := range []struct {
+		name       string
+		sec        *corev1.Secret
+		want       State
+		step       string
+		inProgress bool
+		// switchedNow: SwitchedAt is unreadable, so it is the time of Read.
+		switchedNow bool
+	}{
+		{name: "no Secret yet", sec: nil, want: State{}},
+		{name: "no password (auth off)", sec: secret(nil, nil), want: State{}},
+		{name: "settled", sec: secret(map[string]string{resources.PasswordKey: "a"}, nil), want: State{Live: "a"}},
+		{
+			name:       "pending: before the switch",
+			sec:        secret(map[string]string{resources.PasswordKey: "a", NextKey: "b"}, map[string]string{VersionAnnotation: "v2"}),
+			want:       State{Live: "a", Next: "b", PendingVersion: "v2"},
+			step:       AddingPassword,
+			inProgress: true,
+		},
+		{
+			name:       "turning auth on: pending, no live password",
+			sec:        secret(map[string]string{NextKey: "b"}, map[string]string{VersionAnnotation: "v1"}),
+			want:       State{Next: "b", PendingVersion: "v1"},
+			step:       AddingPassword,
+			inProgress: true,
+		},
+		{
+			name: "switched: in the grace period",
+			sec: secret(map[string]string{resources.PasswordKey: "b", PreviousKey: "a"},
+				map[string]string{VersionAnnotation: "v2", SwitchedAnnotation: at.Format(time.RFC3339)}),
+			want:       State{Live: "b", Previous: "a", PendingVersion: "v2", SwitchedAt: at},
+			step:       GracePeriod,
+			inProgress: true,
+		},
+		{
+			name: "switched, switch time unreadable",
+			sec: secret(map[string]string{resources.PasswordKey: "b", PreviousKey: "a"},
+				map[string]string{VersionAnnotation: "v2", SwitchedAnnotation: "yesterday"}),
+			want:        State{Live: "b", Previous: "a", PendingVersion: "v2"},
+			step:        GracePeriod,
+			inProgress:  true,
+			switchedNow: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := time.Now()
+			got := Read(tc.sec)
+			if tc.switchedNow {
+				if got.SwitchedAt.Before(before) || got.SwitchedAt.After(time.Now()) {
+					t.Errorf("SwitchedAt %v, want the time of Read", got.SwitchedAt)
+				}
+				got.SwitchedAt = time.Time{}
+			}
+			if got != tc.want {
+				t.Errorf("Read = %+v, want %+v", got, tc.want)
+			}
+			if s := got.Step(); s != tc.step {
+				t.Errorf("Step = %q, want %q", s, tc.step)
+			}
+			if p := got.InProgress(); p != tc.inProgress {
+				t.Errorf("InProgress = %v, want %v", p, tc.inProgress)
+			}
+		})
 	}
 }

@@ -1,19 +1,20 @@
-package controllers
+package rollout
 
 import (
+	"slices"
 	"testing"
 )
 
 // shard builds a shard whose pods carry the given hashes by ordinal; ready
 // lists the ready ordinals (all when nil).
-func shard(name, desiredHash string, hashes []string, ready []int) *shardPods {
-	s := &shardPods{Name: name, Desired: true, Expected: len(hashes), DesiredHash: desiredHash, TemplateCurrent: true}
+func shard(name, desiredHash string, hashes []string, ready []int) Shard {
+	s := Shard{Name: name, DesiredHash: desiredHash, TemplateCurrent: true}
 	for i, h := range hashes {
 		r := ready == nil
 		for _, o := range ready {
 			r = r || o == i
 		}
-		s.Pods = append(s.Pods, podInfo{Name: name + "-" + string(rune('0'+i)), Ordinal: i, Hash: h, Ready: r})
+		s.Pods = append(s.Pods, Pod{Name: name + "-" + string(rune('0'+i)), Hash: h, Ready: r})
 	}
 	return s
 }
@@ -22,127 +23,127 @@ func TestPlanRollout(t *testing.T) {
 	allInSync := map[string]bool{"a-0": true, "a-1": true, "a-2": true, "b-0": true, "b-1": true}
 	for _, tc := range []struct {
 		name      string
-		shards    []*shardPods
+		shards    []Shard
 		masters   map[string]string
 		inSync    map[string]bool
 		converged bool
-		want      rolloutAction
+		want      Action
 	}{
 		{
 			name:      "nothing stale",
-			shards:    []*shardPods{shard("a", "new", []string{"new", "new"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"new", "new"}, nil)},
 			masters:   map[string]string{"a": "a-0"},
 			converged: true,
-			want:      rolloutAction{Kind: rolloutNone},
+			want:      Action{Kind: None},
 		},
 		{
 			name:      "replicas first, highest ordinal first",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "old", "old"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old", "old", "old"}, nil)},
 			masters:   map[string]string{"a": "a-0"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutDelete, Shard: "a", Pod: "a-2"},
+			want:      Action{Kind: DeletePod, Shard: "a", Pod: "a-2"},
 		},
 		{
 			name:      "master on a higher ordinal: the replicas still go first",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "old"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old", "old"}, nil)},
 			masters:   map[string]string{"a": "a-1"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutDelete, Shard: "a", Pod: "a-0"},
+			want:      Action{Kind: DeletePod, Shard: "a", Pod: "a-0"},
 		},
 		{
 			name:      "only the master is stale: planned failover to an up-to-date replica",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "new", "new"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old", "new", "new"}, nil)},
 			masters:   map[string]string{"a": "a-0"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutFailover, Shard: "a", Pod: "a-1"},
+			want:      Action{Kind: Failover, Shard: "a", Pod: "a-1"},
 		},
 		{
 			name:      "after the failover the old master is a replica and goes",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "new"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old", "new"}, nil)},
 			masters:   map[string]string{"a": "a-1"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutDelete, Shard: "a", Pod: "a-0"},
+			want:      Action{Kind: DeletePod, Shard: "a", Pod: "a-0"},
 		},
 		{
 			name:      "no replica in sync: wait",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "new"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old", "new"}, nil)},
 			masters:   map[string]string{"a": "a-0"},
 			inSync:    map[string]bool{},
 			converged: true,
-			want:      rolloutAction{Kind: rolloutWait, Shard: "a"},
+			want:      Action{Kind: Wait, Shard: "a"},
 		},
 		{
 			name:      "not converged (a replica re-syncing): wait",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "new"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old", "new"}, nil)},
 			masters:   map[string]string{"a": "a-0"},
 			inSync:    allInSync,
 			converged: false,
-			want:      rolloutAction{Kind: rolloutWait, Shard: "a"},
+			want:      Action{Kind: Wait, Shard: "a"},
 		},
 		{
 			name:      "one shard at a time, in order",
-			shards:    []*shardPods{shard("a", "new", []string{"new", "new"}, nil), shard("b", "new", []string{"old", "old"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"new", "new"}, nil), shard("b", "new", []string{"old", "old"}, nil)},
 			masters:   map[string]string{"a": "a-0", "b": "b-0"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutDelete, Shard: "b", Pod: "b-1"},
+			want:      Action{Kind: DeletePod, Shard: "b", Pod: "b-1"},
 		},
 		{
 			name:      "a stale pod that is not ready is replaced even before convergence",
-			shards:    []*shardPods{shard("a", "new", []string{"new", "old"}, []int{0})},
+			shards:    []Shard{shard("a", "new", []string{"new", "old"}, []int{0})},
 			masters:   map[string]string{"a": "a-0"},
 			converged: false,
-			want:      rolloutAction{Kind: rolloutDelete, Shard: "a", Pod: "a-1"},
+			want:      Action{Kind: DeletePod, Shard: "a", Pod: "a-1"},
 		},
 		{
 			name:      "a stale master that is not ready is never deleted blindly",
-			shards:    []*shardPods{shard("a", "new", []string{"old", "new"}, []int{1})},
+			shards:    []Shard{shard("a", "new", []string{"old", "new"}, []int{1})},
 			masters:   map[string]string{"a": "a-0"},
 			converged: false,
-			want:      rolloutAction{Kind: rolloutWait, Shard: "a"},
+			want:      Action{Kind: Wait, Shard: "a"},
 		},
 		{
 			name:      "a shard without replicas restarts its master in place",
-			shards:    []*shardPods{shard("a", "new", []string{"old"}, nil)},
+			shards:    []Shard{shard("a", "new", []string{"old"}, nil)},
 			masters:   map[string]string{"a": "a-0"},
 			converged: true,
-			want:      rolloutAction{Kind: rolloutDelete, Shard: "a", Pod: "a-0"},
+			want:      Action{Kind: DeletePod, Shard: "a", Pod: "a-0"},
 		},
 		{
 			name: "the StatefulSet does not carry the new template yet: wait",
-			shards: func() []*shardPods {
+			shards: func() []Shard {
 				s := shard("a", "new", []string{"old", "old"}, nil)
 				s.TemplateCurrent = false
-				return []*shardPods{s}
+				return []Shard{s}
 			}(),
 			masters:   map[string]string{"a": "a-0"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutWait, Shard: "a"},
+			want:      Action{Kind: Wait, Shard: "a"},
 		},
 		{
 			name: "a pod is terminating: wait",
-			shards: func() []*shardPods {
+			shards: func() []Shard {
 				s := shard("a", "new", []string{"old", "old", "new"}, nil)
 				s.Pods[2].Terminating = true
-				return []*shardPods{s}
+				return []Shard{s}
 			}(),
 			masters:   map[string]string{"a": "a-0"},
 			inSync:    allInSync,
 			converged: true,
-			want:      rolloutAction{Kind: rolloutWait, Shard: "a"},
+			want:      Action{Kind: Wait, Shard: "a"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := planRollout(rolloutInput{Shards: tc.shards, Masters: tc.masters, InSync: tc.inSync, Converged: tc.converged})
+			got := Plan(Input{Shards: tc.shards, Masters: tc.masters, InSync: tc.inSync, Converged: tc.converged})
 			if got.Kind != tc.want.Kind || got.Shard != tc.want.Shard || got.Pod != tc.want.Pod {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
-			if got.Kind != rolloutNone && got.Reason == "" {
+			if got.Kind != None && got.Reason == "" {
 				t.Error("no reason")
 			}
 		})
@@ -156,7 +157,7 @@ func TestPlanRollout(t *testing.T) {
 // master is never deleted while it is master and has a replica, and every
 // pod ends up to date.
 func TestRolloutSimulation(t *testing.T) {
-	var shards []*shardPods
+	var shards []Shard
 	masters := map[string]string{}
 	for _, name := range []string{"a", "b", "c"} {
 		s := shard(name, "new", []string{"old", "old", "old"}, nil)
@@ -176,9 +177,9 @@ func TestRolloutSimulation(t *testing.T) {
 	}
 	failovers, deletes := 0, 0
 	for step := 0; step < 100; step++ {
-		a := planRollout(rolloutInput{Shards: shards, Masters: masters, InSync: inSync(), Converged: true})
+		a := Plan(Input{Shards: shards, Masters: masters, InSync: inSync(), Converged: true})
 		switch a.Kind {
-		case rolloutNone:
+		case None:
 			for _, s := range shards {
 				for _, p := range s.Pods {
 					if p.Hash != "new" {
@@ -190,12 +191,12 @@ func TestRolloutSimulation(t *testing.T) {
 				t.Errorf("%d failovers and %d deletions, want 3 and 9", failovers, deletes)
 			}
 			return
-		case rolloutWait:
+		case Wait:
 			t.Fatalf("step %d waits on a converged cluster: %s", step, a.Reason)
-		case rolloutFailover:
+		case Failover:
 			failovers++
 			masters[a.Shard] = a.Pod
-		case rolloutDelete:
+		case DeletePod:
 			deletes++
 			if a.Pod == masters[a.Shard] {
 				t.Fatalf("step %d deletes master %s of a shard with replicas", step, a.Pod)
@@ -212,4 +213,43 @@ func TestRolloutSimulation(t *testing.T) {
 		}
 	}
 	t.Fatal("rolling update did not finish in 100 steps")
+}
+
+// TestStale: the pods a rolling update still has to replace, in shard and
+// ordinal order; a terminating pod is on its way out and is not counted.
+func TestStale(t *testing.T) {
+	terminating := func(s Shard, ord int) Shard {
+		s.Pods = slices.Clone(s.Pods)
+		s.Pods[ord].Terminating = true
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		shards []Shard
+		want   []string
+	}{
+		{name: "no shards", shards: nil, want: nil},
+		{name: "all current", shards: []Shard{shard("a", "new", []string{"new", "new"}, nil)}, want: nil},
+		{
+			name:   "old pods of every shard, in order",
+			shards: []Shard{shard("a", "new", []string{"old", "new", "old"}, nil), shard("b", "new", []string{"new", "old"}, nil)},
+			want:   []string{"a-0", "a-2", "b-1"},
+		},
+		{
+			name:   "a terminating old pod is not stale",
+			shards: []Shard{terminating(shard("a", "new", []string{"old", "old"}, nil), 1)},
+			want:   []string{"a-0"},
+		},
+		{
+			name:   "readiness does not matter",
+			shards: []Shard{shard("a", "new", []string{"old", "old"}, []int{0})},
+			want:   []string{"a-0", "a-1"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Stale(tc.shards); !slices.Equal(got, tc.want) {
+				t.Errorf("Stale = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -1,37 +1,63 @@
-package controllers
+// Package rollout plans a rolling update of a Redis Cluster's pods, one step per call: which
+// pod to delete (its StatefulSet recreates it from the new template), which replica to
+// promote first with a planned failover, or why to wait. It is a pure function of what the
+// controller observed; the controller carries the step out.
+package rollout
 
 import (
 	"fmt"
 	"slices"
 )
 
-// rolloutKind is what the rolling-update planner asks for next.
-type rolloutKind string
+// Kind is what the planner asks for next.
+type Kind string
 
 const (
-	// rolloutNone: no pod is stale.
-	rolloutNone rolloutKind = ""
-	// rolloutWait: a pod is stale but nothing may be done yet.
-	rolloutWait rolloutKind = "Wait"
-	// rolloutDelete: delete Pod; its StatefulSet recreates it from the
-	// new template.
-	rolloutDelete rolloutKind = "DeletePod"
-	// rolloutFailover: promote replica Pod of Shard (a planned CLUSTER
-	// FAILOVER through the engine) so the stale master becomes a replica.
-	rolloutFailover rolloutKind = "Failover"
+	// None: no pod is stale.
+	None Kind = ""
+	// Wait: a pod is stale but nothing may be done yet.
+	Wait Kind = "Wait"
+	// DeletePod: delete Pod; its StatefulSet recreates it from the new template.
+	DeletePod Kind = "DeletePod"
+	// Failover: promote replica Pod of Shard (a planned CLUSTER FAILOVER through the
+	// engine) so the stale master becomes a replica.
+	Failover Kind = "Failover"
 )
 
-// rolloutAction is one step of a rolling update.
-type rolloutAction struct {
-	Kind   rolloutKind
+// Action is one step of a rolling update. Reason is a human sentence fragment, set for every
+// Kind but None.
+type Action struct {
+	Kind   Kind
 	Shard  string
 	Pod    string
 	Reason string
 }
 
-// rolloutInput is what the planner knows about the cluster.
-type rolloutInput struct {
-	Shards []*shardPods
+// Pod is one Redis pod as the planner needs it.
+type Pod struct {
+	Name string
+	// Hash is the pod's template hash (resources.TemplateHashAnnotation).
+	Hash        string
+	Ready       bool
+	Terminating bool
+}
+
+// Shard is one shard's StatefulSet and its pods.
+type Shard struct {
+	// Name is the shard's name, the key of Input.Masters.
+	Name string
+	// DesiredHash is the template hash the shard's pods should carry.
+	DesiredHash string
+	// TemplateCurrent: the StatefulSet carries DesiredHash and its controller has observed
+	// that generation, so a pod deleted now comes back with the new template.
+	TemplateCurrent bool
+	// Pods are the shard's pods in ordinal order.
+	Pods []Pod
+}
+
+// Input is what the planner knows about the cluster.
+type Input struct {
+	Shards []Shard
 	// Masters maps a shard's name to its master pod ("" when unknown).
 	Masters map[string]string
 	// InSync holds the replicas whose link to their master is up and not
@@ -42,12 +68,16 @@ type rolloutInput struct {
 	Converged bool
 }
 
-// stalePods lists the pods whose template hash differs from their shard's.
-func stalePods(shards []*shardPods) []string {
+// stale reports whether p runs another template than its shard's and is not going away.
+func (s Shard) stale(p Pod) bool { return !p.Terminating && p.Hash != s.DesiredHash }
+
+// Stale lists the pods, not terminating, whose template hash differs from their shard's, in
+// shard then ordinal order.
+func Stale(shards []Shard) []string {
 	var out []string
 	for _, s := range shards {
 		for _, p := range s.Pods {
-			if !p.Terminating && p.Hash != s.DesiredHash {
+			if s.stale(p) {
 				out = append(out, p.Name)
 			}
 		}
@@ -55,7 +85,7 @@ func stalePods(shards []*shardPods) []string {
 	return out
 }
 
-// planRollout picks the next step of a rolling update: one shard at a
+// Plan picks the next step of a rolling update: one shard at a
 // time, in shard order, and in a shard the replicas first (highest
 // ordinal first), then a planned failover to an up-to-date replica in
 // sync, then the old master (by then a replica). A step is taken only
@@ -66,19 +96,19 @@ func stalePods(shards []*shardPods) []string {
 // fix (a broken image rolled back), so it is deleted even before the
 // cluster converges. A shard without replicas can only restart its master
 // in place: it is deleted last, with a reason saying so.
-func planRollout(in rolloutInput) rolloutAction {
+func Plan(in Input) Action {
 	for _, s := range in.Shards {
-		var stale []podInfo
+		var stale []Pod
 		for _, p := range s.Pods {
-			if !p.Terminating && p.Hash != s.DesiredHash {
+			if s.stale(p) {
 				stale = append(stale, p)
 			}
 		}
 		if len(stale) == 0 {
 			continue
 		}
-		wait := func(format string, a ...any) rolloutAction {
-			return rolloutAction{Kind: rolloutWait, Shard: s.Name, Reason: fmt.Sprintf(format, a...)}
+		wait := func(format string, a ...any) Action {
+			return Action{Kind: Wait, Shard: s.Name, Reason: fmt.Sprintf(format, a...)}
 		}
 		if !s.TemplateCurrent {
 			return wait("StatefulSet %s does not carry the new template yet", s.Name)
@@ -92,7 +122,7 @@ func planRollout(in rolloutInput) rolloutAction {
 		// Stale pods that serve nothing go first, converged or not.
 		for _, p := range slices.Backward(stale) {
 			if !p.Ready && p.Name != master {
-				return rolloutAction{Kind: rolloutDelete, Shard: s.Name, Pod: p.Name,
+				return Action{Kind: DeletePod, Shard: s.Name, Pod: p.Name,
 					Reason: fmt.Sprintf("pod %s is not ready and runs an old template", p.Name)}
 			}
 		}
@@ -104,22 +134,22 @@ func planRollout(in rolloutInput) rolloutAction {
 		}
 		for _, p := range slices.Backward(stale) {
 			if p.Name != master {
-				return rolloutAction{Kind: rolloutDelete, Shard: s.Name, Pod: p.Name,
+				return Action{Kind: DeletePod, Shard: s.Name, Pod: p.Name,
 					Reason: fmt.Sprintf("replica %s runs an old template", p.Name)}
 			}
 		}
 		// Only the master is stale: hand its slots to an up-to-date replica.
 		for _, p := range s.Pods {
 			if p.Name != master && p.Ready && in.InSync[p.Name] {
-				return rolloutAction{Kind: rolloutFailover, Shard: s.Name, Pod: p.Name,
+				return Action{Kind: Failover, Shard: s.Name, Pod: p.Name,
 					Reason: fmt.Sprintf("master %s runs an old template; %s takes over first", master, p.Name)}
 			}
 		}
 		if len(s.Pods) > 1 {
 			return wait("no replica of shard %s is in sync to take over from %s", s.Name, master)
 		}
-		return rolloutAction{Kind: rolloutDelete, Shard: s.Name, Pod: master,
+		return Action{Kind: DeletePod, Shard: s.Name, Pod: master,
 			Reason: fmt.Sprintf("master %s runs an old template and its shard has no replica: it restarts in place", master)}
 	}
-	return rolloutAction{Kind: rolloutNone}
+	return Action{Kind: None}
 }

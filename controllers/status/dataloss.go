@@ -1,4 +1,4 @@
-package controllers
+package status
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 // What status keeps about a formed cluster and its lost slots, so that a
 // cluster whose nodes came back empty is reported, never rebuilt silently.
 
-// formedBefore reports whether a status records a formed cluster:
+// FormedBefore reports whether a status records a formed cluster:
 // formedTime is set, or (for a cluster formed by an operator version that
 // did not record formedTime) the shards of status.shards together own all
 // 16384 slots. Neither is derived from the nodes, so it holds when every
 // node came back empty; neither holds in the middle of a bootstrap.
-func formedBefore(st *cachev1beta1.RedisClusterStatus) bool {
+func FormedBefore(st *cachev1beta1.RedisClusterStatus) bool {
 	if st.FormedTime != nil {
 		return true
 	}
@@ -31,10 +31,10 @@ func formedBefore(st *cachev1beta1.RedisClusterStatus) bool {
 	return owned.Len() == topology.NumSlots
 }
 
-// lostMessage is the ShardLost verdict of this pass, or "": the engine's
+// LostMessage is the ShardLost verdict of this pass, or "": the engine's
 // data-loss report, or, when the engine did not run and slots are still
 // uncovered (or Redis was not observed), the verdict the status held.
-func (o *observation) lostMessage() string {
+func (o *Observation) LostMessage() string {
 	t := o.Topology
 	switch {
 	case t != nil && t.DataLoss != nil:
@@ -119,7 +119,7 @@ func shardsHolding(slots []topology.SlotRange, prev []cachev1beta1.ShardStatus) 
 
 // uncoveredText is the uncovered slot ranges and the shards that last held
 // them, for condition messages.
-func uncoveredText(o *observation) string {
+func uncoveredText(o *Observation) string {
 	text := rangesText(o.Topology.Unassigned)
 	if held := shardsHolding(o.Topology.Unassigned, o.PreviousShards); len(held) > 0 {
 		text += " (last held by " + names(held) + ")"

@@ -1,4 +1,4 @@
-package controllers
+package status
 
 import (
 	"errors"
@@ -14,14 +14,14 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
-func healthyObservation() observation {
-	return observation{
+func healthyObservation() Observation {
+	return Observation{
 		DesiredShards:    3,
 		ReplicasPerShard: 1,
-		Creds:            credentialsObservation{NoAuth: true, Live: true},
+		Creds:            Credentials{NoAuth: true, Live: true},
 		PodsObserved:     true,
-		Pods:             podsObservation{Expected: 6, Ready: 6},
-		Topology: &topologyObservation{
+		Pods:             Pods{Expected: 6, Ready: 6},
+		Topology: &Topology{
 			EngineRan: true, Converged: true, SlotsAssigned: topology.NumSlots, StateOK: true, KnownNodes: 6, CurrentShards: 3,
 			Shards: []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterPod: "c-shard-0-1", ReplicaPods: []string{"c-shard-0-0"}, Slots: []string{"0-5460"}}},
 		},
@@ -38,21 +38,21 @@ func TestApplyObservation(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		paused    bool
-		mutate    func(o *observation)
+		mutate    func(o *Observation)
 		succeeded bool
 		want      want
 	}{
 		{
 			name: "no pod yet", succeeded: true,
-			mutate: func(o *observation) {
-				o.Pods = podsObservation{Expected: 6, NotReady: []string{"c-shard-0-0"}}
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, NotReady: []string{"c-shard-0-0"}}
 				o.Topology = nil
 			},
 			want: want{"False/PodsPending", "True/PodsPending", "False/PodsPending", "Unknown/NotObservedYet", cachev1beta1.PhasePending, true},
 		},
 		{
 			name: "all pods ready, nothing assigned yet", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.Topology.Converged, o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK = false, 0, 0, false
 			},
 			want: want{"False/Bootstrapping", "True/Bootstrapping", "False/Bootstrapping", "False/SlotsUncovered", cachev1beta1.PhaseBootstrapping, true},
@@ -63,7 +63,7 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "scaling out: new shards own nothing yet", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.DesiredShards = 5
 				o.Topology.Converged, o.Topology.SlotsToMove = false, true
 				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"}, cachev1beta1.ShardStatus{Name: "c-shard-4"})
@@ -73,36 +73,36 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "rolling update", succeeded: true,
-			mutate: func(o *observation) { o.StalePods = []string{"c-shard-1-0"} },
+			mutate: func(o *Observation) { o.StalePods = []string{"c-shard-1-0"} },
 			want:   want{"False/Upgrading", "True/Upgrading", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
 		},
 		{
 			name: "a master pod just deleted: its slots have no live master", succeeded: true,
-			mutate: func(o *observation) {
-				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}}
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}}
 				o.Topology.EngineRan, o.Topology.Converged, o.Topology.SlotsAssigned, o.Topology.StateOK = false, false, 10923, false
 			},
 			want: want{"False/ClusterStateFail", "True/PodsPending", "True/ClusterStateFail", "False/SlotsUncovered", cachev1beta1.PhaseDegraded, true},
 		},
 		{
 			name: "a replica pod starting again after its failover", succeeded: true,
-			mutate: func(o *observation) {
-				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}}
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}}
 				o.Topology.EngineRan, o.Topology.Converged = false, false
 			},
 			want: want{"False/PodsPending", "True/PodsPending", "False/Ready", "True/Ready", cachev1beta1.PhasePending, true},
 		},
 		{
 			name: "a pod not ready for too long", succeeded: true,
-			mutate: func(o *observation) {
-				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Overdue: []string{"c-shard-0-1"}}
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Overdue: []string{"c-shard-0-1"}}
 				o.Topology.EngineRan, o.Topology.Converged = false, false
 			},
 			want: want{"False/ReplicaMissing", "True/PodsPending", "True/ReplicaMissing", "True/Ready", cachev1beta1.PhaseDegraded, true},
 		},
 		{
 			name: "shard lost", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.Topology.Converged, o.Topology.SlotsAssigned = false, 10923
 				o.Topology.DataLoss = &topology.LostShard{Shards: []string{"c-shard-2"}, Slots: []topology.SlotRange{{Start: 10923, End: 16383}}, SlotCount: 5461}
 			},
@@ -110,7 +110,7 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "formed, then every node came back empty: lost, not bootstrapping", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.FormedBefore = true
 				o.Topology.Converged, o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK = false, 0, 0, false
 				o.Topology.Unassigned = []topology.SlotRange{{Start: 0, End: 16383}}
@@ -120,7 +120,7 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "a master the operator cannot reach: its slots are uncovered", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.Topology.Converged, o.Topology.SlotsAssigned = false, 10923
 				o.Topology.Unassigned = []topology.SlotRange{{Start: 0, End: 5460}}
 				o.Topology.Unreachable = []string{"c-shard-0-1"}
@@ -129,7 +129,7 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "a shard's nodes came back empty: not scaling (field case R20)", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.PreviousShards = []cachev1beta1.ShardStatus{{Name: "c-shard-0", MasterNodeID: ids("a"), Slots: []string{"0-5460"}}}
 				o.Topology.EngineRan, o.Topology.Planned, o.Topology.Converged = false, true, false
 				o.Topology.SlotsAssigned, o.Topology.CurrentShards, o.Topology.StateOK, o.Topology.SlotsToMove = 10923, 2, false, true
@@ -140,7 +140,7 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "a ready pod whose Redis does not answer, the engine ran", succeeded: true,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.Topology.Converged = false
 				o.Topology.Unreachable = []string{"c-shard-0-0"}
 				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1}
@@ -149,8 +149,8 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "failed over: the shard has no reachable replica", succeeded: true,
-			mutate: func(o *observation) {
-				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Overdue: nil}
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Overdue: nil}
 				o.Topology.EngineRan, o.Topology.Converged = false, false
 				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1, "c-shard-1": 1}
 			},
@@ -158,8 +158,8 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "a replica restarting (rolling update) is not a loss of redundancy", succeeded: true,
-			mutate: func(o *observation) {
-				o.Pods = podsObservation{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-0"}}
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-0"}}
 				o.Topology.EngineRan, o.Topology.Converged = false, false
 				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1}
 				o.StalePods = []string{"c-shard-0-0"}
@@ -168,17 +168,17 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "a node in fail", succeeded: true,
-			mutate: func(o *observation) { o.Topology.FailedNodes = []string{ids("dead")} },
+			mutate: func(o *Observation) { o.Topology.FailedNodes = []string{ids("dead")} },
 			want:   want{"False/NodeFailed", "False/Ready", "True/NodeFailed", "True/Ready", cachev1beta1.PhaseDegraded, true},
 		},
 		{
 			name: "a failing step", succeeded: false,
-			mutate: func(o *observation) { o.ReconcileErr = errors.New("topology: authentication failed") },
+			mutate: func(o *Observation) { o.ReconcileErr = errors.New("topology: authentication failed") },
 			want:   want{"False/ReconcileError", "False/Ready", "True/ReconcileError", "True/Ready", cachev1beta1.PhaseDegraded, false},
 		},
 		{
 			name: "invalid spec", succeeded: false,
-			mutate: func(o *observation) {
+			mutate: func(o *Observation) {
 				o.SpecErr = errors.New(`spec.config: key "port" is set by the operator`)
 				o.PodsObserved, o.Topology = false, nil
 			},
@@ -186,12 +186,12 @@ func TestApplyObservation(t *testing.T) {
 		},
 		{
 			name: "paused and healthy: the planner finds nothing to do", paused: true, succeeded: true,
-			mutate: func(o *observation) { o.Topology.EngineRan, o.Topology.Planned = false, true },
+			mutate: func(o *Observation) { o.Topology.EngineRan, o.Topology.Planned = false, true },
 			want:   want{"True/Ready", "False/Ready", "False/Ready", "True/Ready", cachev1beta1.PhaseReady, true},
 		},
 		{
 			name: "paused with work pending", paused: true, succeeded: true,
-			mutate: func(o *observation) { o.StalePods = []string{"c-shard-1-0"} },
+			mutate: func(o *Observation) { o.StalePods = []string{"c-shard-1-0"} },
 			want:   want{"False/Upgrading", "False/Paused", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
 		},
 	} {
@@ -203,7 +203,7 @@ func TestApplyObservation(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&o)
 			}
-			applyObservation(rc, &o, now, tc.succeeded)
+			Apply(rc, &o, now, tc.succeeded)
 			got := func(typ string) string {
 				c := meta.FindStatusCondition(rc.Status.Conditions, typ)
 				if c == nil {
@@ -246,9 +246,9 @@ func TestApplyObservation(t *testing.T) {
 
 			// The same observation later changes nothing: no status write.
 			before := rc.Status.DeepCopy()
-			applyObservation(rc, &o, now.Add(time.Hour), tc.succeeded)
+			Apply(rc, &o, now.Add(time.Hour), tc.succeeded)
 			if !equality.Semantic.DeepEqual(*before, rc.Status) {
-				t.Errorf("a repeated observation changed the status:\n%+v\n%+v", *before, rc.Status)
+				t.Errorf("a repeated Observation changed the status:\n%+v\n%+v", *before, rc.Status)
 			}
 		})
 	}
@@ -276,7 +276,7 @@ func TestDegradedNamesTheShardAndSlots(t *testing.T) {
 func TestStatusShardsAndCounts(t *testing.T) {
 	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}, Spec: cachev1beta1.RedisClusterSpec{Shards: 3}}
 	o := healthyObservation()
-	applyObservation(rc, &o, time.Now(), true)
+	Apply(rc, &o, time.Now(), true)
 	if rc.Status.MasterPod != "c-shard-0-1" || rc.Status.ReadyReplicas != 6 || rc.Status.CurrentShards != 3 || len(rc.Status.Shards) != 1 {
 		t.Errorf("status %+v", rc.Status)
 	}
@@ -288,29 +288,6 @@ func TestStatusShardsAndCounts(t *testing.T) {
 	}
 }
 
-func TestDeletionVerdict(t *testing.T) {
-	req := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	failed := errors.New("claim data-x-shard-0-0 is not deleted yet")
-	for _, tc := range []struct {
-		name             string
-		after            time.Duration
-		err              error
-		remove, timedOut bool
-		retryAfter       time.Duration
-	}{
-		{name: "cleanup done", after: time.Second, remove: true},
-		{name: "cleanup pending", after: 10 * time.Second, err: failed, retryAfter: deletionRetry},
-		{name: "retry never passes the deadline", after: time.Minute - 500*time.Millisecond, err: failed, retryAfter: 500 * time.Millisecond},
-		{name: "deadline reached", after: time.Minute, err: failed, remove: true, timedOut: true},
-		{name: "long past the deadline", after: time.Hour, err: failed, remove: true, timedOut: true},
-	} {
-		remove, timedOut, retry := deletionVerdict(req.Add(tc.after), req, time.Minute, tc.err)
-		if remove != tc.remove || timedOut != tc.timedOut || retry != tc.retryAfter {
-			t.Errorf("%s: got %v %v %v, want %v %v %v", tc.name, remove, timedOut, retry, tc.remove, tc.timedOut, tc.retryAfter)
-		}
-	}
-}
-
 // What announceWork writes before a scale-out's engine run: Observe saw 3
 // masters owning slots and spec asks for 8. The status says Scaling (not
 // the PodsPending of the pass before) and observedGeneration stays.
@@ -318,14 +295,11 @@ func TestInterimStatusBeforeScaling(t *testing.T) {
 	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 2}, Spec: cachev1beta1.RedisClusterSpec{Shards: 8}}
 	rc.Status.ObservedGeneration = 1
 	rc.Status.CurrentShards = 3
-	if !shardCountChanging(rc, &observation{}) {
-		t.Fatal("3 shards counted, 8 wanted: announceWork would not look")
-	}
 	o := healthyObservation()
 	o.DesiredShards = 8
-	o.Pods = podsObservation{Expected: 16, Ready: 16}
+	o.Pods = Pods{Expected: 16, Ready: 16}
 	o.Topology.EngineRan, o.Topology.Converged = false, false
-	applyObservation(rc, &o, time.Now(), false)
+	Apply(rc, &o, time.Now(), false)
 	if rc.Status.Phase != cachev1beta1.PhaseScaling {
 		t.Errorf("phase %s, want Scaling", rc.Status.Phase)
 	}
@@ -336,38 +310,41 @@ func TestInterimStatusBeforeScaling(t *testing.T) {
 	if rc.Status.ObservedGeneration != 1 {
 		t.Errorf("observedGeneration %d moved in an interim write", rc.Status.ObservedGeneration)
 	}
+}
 
-	settled := &cachev1beta1.RedisCluster{Spec: cachev1beta1.RedisClusterSpec{Shards: 3}}
-	settled.Status.CurrentShards = 3
-	if shardCountChanging(settled, &observation{}) {
-		t.Error("a settled cluster would be observed twice per pass")
+// formedTime is set the first time all slots are seen assigned and kept
+// when they no longer are.
+func TestFormedTimeRecordedOnce(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}, Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	o := healthyObservation()
+	o.Topology.SlotsAssigned = 100
+	Apply(rc, &o, t0, true)
+	if rc.Status.FormedTime != nil {
+		t.Fatalf("formedTime %v with 100 slots assigned", rc.Status.FormedTime)
 	}
-	if !shardCountChanging(settled, &observation{Leaving: []string{"c-shard-3"}}) {
-		t.Error("a leaving shard is scaling")
+	o = healthyObservation()
+	Apply(rc, &o, t0.Add(time.Minute), true)
+	if rc.Status.FormedTime == nil || !rc.Status.FormedTime.Time.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("formedTime %v, want %v", rc.Status.FormedTime, t0.Add(time.Minute))
+	}
+	o.Topology.SlotsAssigned, o.Topology.Shards = 0, nil
+	Apply(rc, &o, t0.Add(time.Hour), true)
+	if rc.Status.FormedTime == nil || !rc.Status.FormedTime.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("formedTime %v after the slots were lost", rc.Status.FormedTime)
 	}
 }
 
-// A migration spans passes (each bounded by PassBudget): status.migration
-// counts from the migration's start, not from the pass's.
-func TestMigrationProgressSpansPasses(t *testing.T) {
-	first := &progressReporter{last: topology.Progress{SlotsMoved: 100, SlotsTotal: 4096, KeysMoved: 5000}}
-	m := first.migration()
-	if m.SlotsMoved != 100 || m.SlotsTotal != 4096 || m.KeysMoved != 5000 {
-		t.Fatalf("first pass: %+v", m)
-	}
-	// The next pass plans the 3996 slots left.
-	next := &progressReporter{before: m, last: topology.Progress{SlotsMoved: 96, SlotsTotal: 3996, KeysMoved: 4000}}
-	if m := next.migration(); m.SlotsMoved != 196 || m.SlotsTotal != 4096 || m.KeysMoved != 9000 {
-		t.Fatalf("second pass: %+v, want 196 of 4096 slots, 9000 keys", m)
-	}
-	// A finished migration does not carry into a new one.
-	done := &cachev1beta1.MigrationStatus{SlotsMoved: 4096, SlotsTotal: 4096, KeysMoved: 200000}
-	fresh := &progressReporter{before: done, last: topology.Progress{SlotsMoved: 10, SlotsTotal: 2048, KeysMoved: 30}}
-	if m := fresh.migration(); m.SlotsMoved != 10 || m.SlotsTotal != 2048 || m.KeysMoved != 30 {
-		t.Fatalf("new migration: %+v", m)
-	}
-	if (&progressReporter{before: m}).migration() != nil {
-		t.Fatal("a pass that moved nothing reports no migration")
+// lostShardStatus is a status that recorded shard c-shard-2 holding
+// 10923-16383 with master ids("c").
+func lostShardStatus() cachev1beta1.RedisClusterStatus {
+	return cachev1beta1.RedisClusterStatus{
+		FormedTime: &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		Shards: []cachev1beta1.ShardStatus{
+			{Name: "c-shard-0", MasterPod: "c-shard-0-0", MasterNodeID: ids("a"), Slots: []string{"0-5460"}},
+			{Name: "c-shard-1", MasterPod: "c-shard-1-0", MasterNodeID: ids("b"), Slots: []string{"5461-10922"}},
+			{Name: "c-shard-2", MasterPod: "c-shard-2-0", MasterNodeID: ids("c"), Slots: []string{"10923-16383"}},
+		},
 	}
 }
 
@@ -377,10 +354,10 @@ func TestMigrationProgressSpansPasses(t *testing.T) {
 func TestStatusOfAFormedClusterStoppedAtCredentials(t *testing.T) {
 	rc := &cachev1beta1.RedisCluster{}
 	rc.Name, rc.Generation = "c", 2
-	o := &observation{FormedBefore: true, DesiredShards: 3, ReplicasPerShard: 1,
-		Creds: credentialsObservation{Source: credentialsGenerated, Err: errors.New("secret c-auth is gone; restore it"),
+	o := &Observation{FormedBefore: true, DesiredShards: 3, ReplicasPerShard: 1,
+		Creds: Credentials{Source: SourceGenerated, Err: errors.New("secret c-auth is gone; restore it"),
 			Reason: cachev1beta1.RedisClusterGeneratedSecretLostReason}}
-	applyObservation(rc, o, time.Now(), true)
+	Apply(rc, o, time.Now(), true)
 	for typ, want := range map[string]string{
 		cachev1beta1.RedisClusterReadyCondition:            "False/GeneratedSecretLost",
 		cachev1beta1.RedisClusterCredentialsReadyCondition: "False/GeneratedSecretLost",
