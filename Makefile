@@ -62,9 +62,14 @@ test-e2e: ## End-to-end suite: the operator against the local control plane with
 	  if [ $$rc -ne 0 ]; then echo "e2e failed; the last lines of $(BIN)/e2e.log:"; tail -150 $(BIN)/e2e.log; fi; exit $$rc
 
 .PHONY: bench
-bench: ## Benchmarks: engine vs redis-cli resharding, and apply→Ready on the local plane (median of 3).
+bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local plane (median of 3), many clusters under one operator.
 	$(MAKE) --no-print-directory bench-reshard
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
+	$(MAKE) --no-print-directory bench-many
+
+.PHONY: bench-many
+bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU, pass p50/p99, API writes, Redis commands; scale-out ratio.
+	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
 test: ## Everything CI runs, with its own set-up; prints how long each part took.
