@@ -276,8 +276,9 @@ type redisNodes struct {
 type commandCalls map[string]float64
 
 // snapshot runs INFO commandstats on every node (ip → password) and
-// returns each node's calls per command; a node that does not answer is
-// an error.
+// returns each node's calls per command. A node that does not answer is
+// left out (callsDelta counts only nodes in both snapshots); it is an
+// error only when none answers.
 func (r *redisNodes) snapshot(nodes map[string]string) (map[string]commandCalls, error) {
 	out := map[string]commandCalls{}
 	var mu sync.Mutex
@@ -293,14 +294,20 @@ func (r *redisNodes) snapshot(nodes map[string]string) (map[string]commandCalls,
 			calls, err := commandStats(r.client(ip, pw))
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("INFO commandstats on %s: %w", ip, err)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("INFO commandstats on %s: %w", ip, err)
+				}
+				return
 			}
 			out[ip] = calls
 		}()
 	}
 	wg.Wait()
-	return out, firstErr
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
 }
 
 func (r *redisNodes) client(ip, password string) *redis.Client {
