@@ -275,6 +275,7 @@ type benchRow struct {
 	writesByMethod        map[string]float64
 	cmdsPerNode           float64 // per node per resync, the operator's alone
 	cmdsByName            commandCalls
+	cmdsPerNodePass       float64 // per node per pass that ran: a starved operator runs fewer passes than resyncs
 	probePerNodeMin       float64 // commands per node per minute with the operator stopped
 	memAvailGiB           float64
 	load                  string
@@ -405,5 +406,8 @@ func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]co
 		probeCalls += n
 	}
 	row.probePerNodeMin = probeCalls * 60
+	if passesPerCluster := row.passes / float64(row.clusters); passesPerCluster > 0 {
+		row.cmdsPerNodePass = row.cmdsPerNode * resyncsPerCluster / passesPerCluster
+	}
 	return row
 }
