@@ -64,9 +64,14 @@ test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod del
 	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -timeout 40m -run '$(E2E_REPEAT_RUN)'
 
 .PHONY: bench
-bench: ## Benchmarks: engine vs redis-cli resharding, and apply→Ready on the local plane (median of 3).
+bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local plane (median of 3), many clusters under one operator.
 	$(MAKE) --no-print-directory bench-reshard
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
+	$(MAKE) --no-print-directory bench-many
+
+.PHONY: bench-many
+bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU, pass p50/p99, API writes, Redis commands; scale-out ratio.
+	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
 test: ## Everything CI runs, with its own set-up; prints how long each part took.

@@ -1,0 +1,413 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// BenchmarkManyClusters runs many small RedisClusters (3 shards × 0
+// replicas, 64Mi claims) under one operator on the local plane and prints,
+// per cluster count (E2E_BENCH_COUNTS, default 10,50,100; clusters are
+// added, never recreated, from one count to the next, up to 10 being
+// created at a time): the operator's RSS (VmRSS), its CPU over an idle
+// window once every cluster is Ready (utime+stime, % of one core), the
+// reconcile pass duration p50/p99 (controller_runtime_reconcile_time_seconds
+// of controller "rediscluster", from the bucket deltas over the window),
+// API writes per minute (client-go's rest_client_requests_total, methods
+// POST, PUT, PATCH and DELETE), and Redis commands per node per resync
+// (INFO commandstats deltas, less what the readiness probe and the
+// benchmark itself send, measured with the operator stopped by SIGSTOP).
+// Then it scales one cluster 3→4 shards while the others idle, three
+// times (three clusters, one after the other), and compares the median
+// time to Ready with that of the same scale-out of a cluster alone,
+// measured first (three clusters, each created, scaled and deleted alone). The targets of issue 14 are printed next to the values.
+//
+// It stops the suite's operator and runs its own, with metrics on
+// 127.0.0.1, the default log level and --resync-period E2E_BENCH_RESYNC
+// (default 10s, shorter than the operator's 30 s default so that the window
+// holds several resyncs per cluster; the table says which). The idle window
+// is E2E_BENCH_WINDOW (default 60s). Growth stops early, with a note, when
+// the machine's MemAvailable falls under 1.5 GiB.
+//
+//	go test -tags e2e -run '^$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
+func BenchmarkManyClusters(b *testing.B) {
+	counts := benchCounts(b)
+	window := envDuration(b, "E2E_BENCH_WINDOW", time.Minute)
+	resync := envDuration(b, "E2E_BENCH_RESYNC", 10*time.Second)
+	const baseline = 30 * time.Second
+
+	stopOperator(b)
+	op := startBenchOperator(b, resync)
+	nodes := &redisNodes{}
+	b.Cleanup(nodes.close)
+	f := &fleet{op: op, passwords: map[string]string{}}
+	var rows []benchRow
+	var scale scaleResult
+	b.Cleanup(func() { printManyTable(rows, scale, resync, window) })
+
+	scale.alone = f.scaleOutAlone(b)
+	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s\n", fmtRuns(scale.alone))
+	for _, n := range counts {
+		ok := b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				if !f.grow(b, n) {
+					b.Skipf("stopped at %d clusters: MemAvailable %.1f GiB", len(f.names), gib(memAvailable()))
+				}
+				row := f.measure(b, nodes, resync, window, baseline)
+				rows = append(rows, row)
+				fmt.Println("bench:", row.line())
+				b.ReportMetric(row.rssMiB, "MiB-rss")
+				b.ReportMetric(row.cpuPct, "%cpu-idle")
+				b.ReportMetric(row.p99, "s-pass-p99")
+				b.ReportMetric(row.writesPerMin, "writes/min")
+				b.ReportMetric(row.cmdsPerNode, "cmds/node/resync")
+			}
+		})
+		if !ok || b.Failed() || len(f.names) < n {
+			break
+		}
+	}
+	if len(f.names) > 0 && !b.Failed() {
+		b.Run("scaleout", func(b *testing.B) {
+			for b.Loop() {
+				scale.others = len(f.names) - 1
+				ready, _ := readyClusters(b)
+				for _, name := range f.names {
+					if ready[name] && len(scale.loaded) < scaleRuns {
+						scale.loaded = append(scale.loaded, f.scaleOut(b, name))
+					}
+				}
+				b.ReportMetric(scale.ratio(), "ratio")
+			}
+		})
+	}
+}
+
+// benchNSPrefix prefixes the namespace of every cluster of the benchmark.
+const benchNSPrefix = "bench-"
+
+// benchOperator is the operator process the benchmark runs.
+type benchOperator struct {
+	p          *process
+	metricsURL string
+	logPath    string
+}
+
+func startBenchOperator(b *testing.B, resync time.Duration) *benchOperator {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatalf("picking a metrics port: %v", err)
+	}
+	metricsAddr := l.Addr().String()
+	_ = l.Close()
+	op := &benchOperator{metricsURL: "http://" + metricsAddr + "/metrics", logPath: filepath.Join(env.stateDir, "logs", "operator-bench.log")}
+	op.p, err = startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, op.logPath, filepath.Join(env.binDir, "redis-operator"),
+		"--kubeconfig", filepath.Join(env.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--resync-period="+resync.String())
+	if err != nil {
+		b.Fatalf("starting the benchmark's operator: %v", err)
+	}
+	b.Cleanup(func() { op.p.stop(30 * time.Second) })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := scrape(op.metricsURL); err == nil {
+			return op
+		} else if time.Now().After(deadline) || op.p.exited() {
+			b.Fatalf("the benchmark's operator serves no metrics at %s: %v (log %s)", op.metricsURL, err, op.logPath)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (op *benchOperator) check(b testing.TB) {
+	b.Helper()
+	if op.p.exited() {
+		b.Fatalf("the benchmark's operator exited: %v (log %s)", op.p.err, op.logPath)
+	}
+}
+
+// fleet is the set of idle clusters, named many-001, many-002, ... in
+// namespaces bench-<name>.
+type fleet struct {
+	op        *benchOperator
+	names     []string
+	passwords map[string]string // cluster → password
+}
+
+func benchCluster(t testing.TB, name string) *cluster {
+	return &cluster{t: t, ns: benchNSPrefix + name, name: name}
+}
+
+// create creates the RedisCluster name: 3 shards × 0 replicas, 64Mi claims
+// deleted with it.
+func createBenchCluster(t testing.TB, name string) {
+	t.Helper()
+	ctx := context.Background()
+	c := benchCluster(t, name)
+	if err := ensureNamespace(ctx, c.ns); err != nil {
+		t.Fatalf("creating namespace %s: %v", c.ns, err)
+	}
+	size := resource.MustParse("64Mi")
+	rc := &cachev1beta1.RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
+		Spec: cachev1beta1.RedisClusterSpec{
+			Shards: 3, ReplicasPerShard: 0, Image: "redis:7.0",
+			Storage: cachev1beta1.StorageSpec{Size: &size, DeleteClaimPolicy: cachev1beta1.DeleteClaimDelete},
+		},
+	}
+	if err := env.k8s.Create(ctx, rc); err != nil {
+		t.Fatalf("creating RedisCluster %s/%s: %v", c.ns, name, err)
+	}
+}
+
+// readyClusters lists the benchmark's RedisClusters and says which are
+// Ready; the others map to their status summary.
+func readyClusters(t testing.TB) (ready map[string]bool, notReady map[string]string) {
+	t.Helper()
+	var list cachev1beta1.RedisClusterList
+	if err := env.k8s.List(context.Background(), &list); err != nil {
+		t.Fatalf("listing RedisClusters: %v", err)
+	}
+	ready, notReady = map[string]bool{}, map[string]string{}
+	for i := range list.Items {
+		rc := &list.Items[i]
+		if !strings.HasPrefix(rc.Namespace, benchNSPrefix) {
+			continue
+		}
+		if isReady(rc) {
+			ready[rc.Name] = true
+		} else {
+			notReady[rc.Name] = statusSummary(rc)
+		}
+	}
+	return ready, notReady
+}
+
+// grow creates clusters until there are n, at most 10 not yet Ready at a
+// time, and waits until all n are Ready, or, once all exist, until the
+// number Ready has not risen for 5 minutes: on an overloaded machine the
+// readiness probes (an exec every 5 s per pod) time out and some pods keep
+// flapping; the row then says how many were Ready. It returns false,
+// having created fewer, when MemAvailable fell under 1.5 GiB.
+func (f *fleet) grow(b *testing.B, n int) bool {
+	b.Helper()
+	const inFlight, minAvailable, stall = 10, 3 << 29, 5 * time.Minute
+	start := time.Now()
+	deadline := start.Add(45 * time.Minute)
+	best, rose := 0, time.Now()
+	for {
+		f.op.check(b)
+		ready, notReady := readyClusters(b)
+		if len(ready) > best {
+			best, rose = len(ready), time.Now()
+		}
+		if len(f.names) >= n && (len(ready) >= n || time.Since(rose) > stall) {
+			fmt.Printf("bench: %d of %d clusters Ready (grew in %.0fs; MemAvailable %.1f GiB, load %s)\n",
+				len(ready), n, time.Since(start).Seconds(), gib(memAvailable()), loadAvg())
+			return true
+		}
+		if time.Now().After(deadline) {
+			var sample []string
+			for name, s := range notReady {
+				sample = append(sample, name+": "+s)
+				if len(sample) == 3 {
+					break
+				}
+			}
+			b.Fatalf("%d of %d clusters Ready after %s; for example %s", len(ready), len(f.names), time.Since(start).Round(time.Second), strings.Join(sample, " | "))
+		}
+		for len(f.names) < n && len(f.names)-len(ready) < inFlight {
+			if memAvailable() < minAvailable {
+				return false
+			}
+			name := fmt.Sprintf("many-%03d", len(f.names)+1)
+			createBenchCluster(b, name)
+			f.names = append(f.names, name)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// nodes maps every Redis pod IP of the fleet to its cluster's password.
+func (f *fleet) nodes(b *testing.B) map[string]string {
+	b.Helper()
+	out := map[string]string{}
+	for _, name := range f.names {
+		c := benchCluster(b, name)
+		pw, ok := f.passwords[name]
+		if !ok {
+			pw = c.password()
+			f.passwords[name] = pw
+		}
+		for _, p := range c.pods() {
+			if p.Status.PodIP != "" {
+				out[p.Status.PodIP] = pw
+			}
+		}
+	}
+	return out
+}
+
+// benchRow is one line of the table.
+type benchRow struct {
+	clusters, nodes       int
+	readyStart, readyEnd  int // clusters Ready when the idle window began and ended
+	rssMiB, cpuPct        float64
+	p50, p99              float64 // seconds
+	passes                float64 // reconcile passes in the window
+	writesPerMin          float64
+	writesByMethod        map[string]float64
+	cmdsPerNode           float64 // per node per resync, the operator's alone
+	cmdsByName            commandCalls
+	cmdsPerNodePass       float64 // per node per pass that ran: a starved operator runs fewer passes than resyncs
+	probePerNodeMin       float64 // commands per node per minute with the operator stopped
+	memAvailGiB           float64
+	load                  string
+	logLinesPerMin        float64
+	changes, eventsInWind string
+}
+
+func (r benchRow) line() string {
+	return fmt.Sprintf("%d clusters (%d-%d Ready, %d nodes): RSS %.0f MiB, idle CPU %.2f%% of a core, pass p50 %s p99 %s (%0.f passes), API writes %.1f/min %v, Redis commands %.2f per node per resync %s, operator log %.0f lines/min, MemAvailable %.1f GiB, load %s",
+		r.clusters, min(r.readyStart, r.readyEnd), max(r.readyStart, r.readyEnd), r.nodes, r.rssMiB, r.cpuPct, fmtSeconds(r.p50), fmtSeconds(r.p99), r.passes, r.writesPerMin, r.writesByMethod,
+		r.cmdsPerNode, fmtCalls(r.cmdsByName), r.logLinesPerMin, r.memAvailGiB, r.load)
+}
+
+var writeMethods = []string{"POST", "PUT", "PATCH", "DELETE"}
+
+// measure lets the fleet settle for two resync periods, samples over the
+// idle window, then stops the operator (SIGSTOP) for baseline to measure
+// the commands the nodes get without it (the readiness probe's INFO and
+// AUTH), and resumes it.
+func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline time.Duration) benchRow {
+	b.Helper()
+	time.Sleep(2 * resync)
+	f.op.check(b)
+	nodes := f.nodes(b)
+	pid := f.op.p.cmd.Process.Pid
+	ctrl := map[string]string{"controller": "rediscluster"}
+
+	readyStart, _ := readyClusters(b)
+	objBefore := snapshotObjects(b)
+	logBefore := logSize(f.op.logPath)
+	m0, err := scrape(f.op.metricsURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p0, err := readProc(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r0, err := rn.snapshot(nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	windowStart := time.Now()
+	time.Sleep(window)
+	m1, err := scrape(f.op.metricsURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p1, err := readProc(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r1, err := rn.snapshot(nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logLines := countLines(f.op.logPath, logBefore)
+	changes, events := describeChanges(b, objBefore, snapshotObjects(b), windowStart)
+	readyEnd, _ := readyClusters(b)
+
+	// Baseline: the same nodes without the operator.
+	if err := f.op.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		b.Fatalf("stopping the operator: %v", err)
+	}
+	s0, err0 := rn.snapshot(nodes)
+	time.Sleep(baseline)
+	s1, err1 := rn.snapshot(nodes)
+	if err := f.op.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		b.Fatalf("resuming the operator: %v", err)
+	}
+	if err0 != nil || err1 != nil {
+		b.Fatalf("commandstats with the operator stopped: %v %v", err0, err1)
+	}
+	calls, counted := callsDelta(s0, s1)
+	base := commandCalls{} // per node per second without the operator
+	for cmd, n := range calls {
+		base[cmd] = n / float64(max(counted, 1)) / baseline.Seconds()
+	}
+	row := f.row(m0, m1, p0, p1, r0, r1, base, resync, ctrl, len(nodes), logLines, changes, events)
+	row.readyStart, row.readyEnd = len(readyStart), len(readyEnd)
+	return row
+}
+
+// row computes the table line from the samples at both ends of the
+// window (m metrics, p /proc, r commandstats) and base, the calls per node
+// per second the nodes got with the operator stopped; commands are divided by the
+// resyncs --resync-period schedules in the window.
+func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]commandCalls, base commandCalls, resync time.Duration,
+	ctrl map[string]string, nodes, logLines int, changes, events string) benchRow {
+	elapsed := p1.at.Sub(p0.at)
+	row := benchRow{
+		clusters: len(f.names), nodes: nodes,
+		rssMiB:         float64(p1.rssBytes) / (1 << 20),
+		cpuPct:         100 * float64(p1.cpuTicks-p0.cpuTicks) / userHZ / elapsed.Seconds(),
+		p50:            histogramQuantile(m0, m1, "controller_runtime_reconcile_time_seconds", ctrl, 0.5),
+		p99:            histogramQuantile(m0, m1, "controller_runtime_reconcile_time_seconds", ctrl, 0.99),
+		passes:         metricSum(m1, "controller_runtime_reconcile_total", ctrl) - metricSum(m0, "controller_runtime_reconcile_total", ctrl),
+		writesByMethod: map[string]float64{},
+		memAvailGiB:    gib(memAvailable()),
+		load:           loadAvg(),
+		logLinesPerMin: float64(logLines) / elapsed.Minutes(),
+		changes:        changes, eventsInWind: events,
+	}
+	var writes float64
+	for _, m := range writeMethods {
+		w := metricSum(m1, "rest_client_requests_total", map[string]string{"method": m}) - metricSum(m0, "rest_client_requests_total", map[string]string{"method": m})
+		if w > 0 {
+			row.writesByMethod[m] = w
+		}
+		writes += w
+	}
+	row.writesPerMin = writes / elapsed.Minutes()
+
+	total, counted := callsDelta(r0, r1)
+	row.cmdsByName = commandCalls{}
+	// Resyncs as --resync-period schedules them, not passes: events and
+	// requeues start passes too (the row shows how many there were).
+	resyncsPerCluster := elapsed.Seconds() / resync.Seconds()
+	for cmd, n := range total {
+		probe := base[cmd] * elapsed.Seconds() * float64(counted)
+		if op := n - probe; math.Abs(op) >= 0.5 && counted > 0 && resyncsPerCluster > 0 {
+			row.cmdsByName[cmd] = op / float64(counted) / resyncsPerCluster
+			row.cmdsPerNode += row.cmdsByName[cmd]
+		}
+	}
+	var probeCalls float64
+	for _, n := range base {
+		probeCalls += n
+	}
+	row.probePerNodeMin = probeCalls * 60
+	if passesPerCluster := row.passes / float64(row.clusters); passesPerCluster > 0 {
+		row.cmdsPerNodePass = row.cmdsPerNode * resyncsPerCluster / passesPerCluster
+	}
+	return row
+}
