@@ -7,6 +7,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
@@ -132,8 +133,10 @@ func TestNetworkPolicyChild(t *testing.T) {
 	})
 }
 
-// TestNetworkPolicyNotTaken: with spec.networkPolicy off, a NetworkPolicy
-// of the same name that the RedisCluster does not control is left alone.
+// TestNetworkPolicyNotTaken: a NetworkPolicy of the same name that the
+// RedisCluster does not control is left alone: not deleted while
+// spec.networkPolicy is off, not taken over once it is on (the cluster
+// reports it, as for every child).
 func TestNetworkPolicyNotTaken(t *testing.T) {
 	ns := newNamespace(t)
 	theirs := &networkingv1.NetworkPolicy{
@@ -148,5 +151,26 @@ func TestNetworkPolicyNotTaken(t *testing.T) {
 	reconcileUntilQuiet(t, rc)
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(theirs), theirs); err != nil {
 		t.Fatalf("a NetworkPolicy the cluster does not control: %v", err)
+	}
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest := getCluster(t, rc)
+		latest.Spec.NetworkPolicy = &cachev1beta1.NetworkPolicySpec{Enabled: true}
+		return k8s.Update(testCtx, latest)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ReconcileError naming the NetworkPolicy", func() error {
+		c := meta.FindStatusCondition(getCluster(t, rc).Status.Conditions, cachev1beta1.RedisClusterDegradedCondition)
+		if c == nil || c.Reason != cachev1beta1.RedisClusterReconcileErrorReason || !strings.Contains(c.Message, "NetworkPolicy mine-redis exists and is not controlled") {
+			return fmt.Errorf("degraded %+v", c)
+		}
+		return nil
+	})
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(theirs), theirs); err != nil {
+		t.Fatal(err)
+	}
+	if len(theirs.OwnerReferences) != 0 || len(theirs.Spec.Ingress) != 0 {
+		t.Errorf("foreign NetworkPolicy changed: %+v", theirs)
 	}
 }
