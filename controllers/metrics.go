@@ -74,7 +74,7 @@ func (m *clusterMetrics) observe(rc *cachev1beta1.RedisCluster, t *status.Topolo
 	m.stateOK.With(l).Set(b2f(t.StateOK))
 	m.slotsAssigned.With(l).Set(float64(t.SlotsAssigned))
 	m.knownNodes.With(l).Set(float64(t.KnownNodes))
-	m.migrating.With(l).Set(b2f(t.OpenSlots || (t.Migration != nil && t.Migration.SlotsMoved < t.Migration.SlotsTotal)))
+	m.migrating.With(l).Set(b2f(t.OpenSlots || status.MigrationUnfinished(t.Migration)))
 	m.shards.With(l).Set(float64(t.CurrentShards))
 }
 

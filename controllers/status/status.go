@@ -350,7 +350,7 @@ func progressReason(o *Observation) (reason, message string) {
 		// A formed cluster whose pass stopped before Redis was observed
 		// (the password is unknown): nothing is known to be changing.
 		return "", ""
-	case o.Scaling() || (t.Migration != nil && t.Migration.SlotsTotal > 0):
+	case o.Scaling() || MigrationUnfinished(t.Migration):
 		msg := fmt.Sprintf("Scaling to %d shards (%d own slots now).", o.DesiredShards, t.CurrentShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
 			msg = fmt.Sprintf("Scaling to %d shards (%d own slots now): %d of %d slots moved.", o.DesiredShards, t.CurrentShards, m.SlotsMoved, m.SlotsTotal)
@@ -474,7 +474,10 @@ func Apply(rc *cachev1beta1.RedisCluster, o *Observation, now time.Time, succeed
 	if t := o.Topology; t != nil {
 		rc.Status.Shards = keepLastKnownMasters(t.Shards, o.PreviousShards)
 		rc.Status.CurrentShards = int32(t.CurrentShards)
-		rc.Status.Migration = t.Migration
+		rc.Status.Migration = nil
+		if MigrationUnfinished(t.Migration) {
+			rc.Status.Migration = t.Migration
+		}
 		if rc.Status.FormedTime == nil && t.SlotsAssigned == topology.NumSlots {
 			rc.Status.FormedTime = &metav1.Time{Time: now}
 		}
@@ -539,4 +542,11 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// MigrationUnfinished reports whether m, the migration a pass reported,
+// still has slots to move: a pass that moved the last ones reports it
+// complete (SlotsMoved == SlotsTotal), and that cluster is no longer scaling.
+func MigrationUnfinished(m *cachev1beta1.MigrationStatus) bool {
+	return m != nil && m.SlotsMoved < m.SlotsTotal
 }

@@ -72,6 +72,16 @@ func TestApplyObservation(t *testing.T) {
 			want: want{"False/Scaling", "True/Scaling", "False/Ready", "True/Ready", cachev1beta1.PhaseScaling, true},
 		},
 		{
+			// The pass moved the last slots and the engine converged: Ready
+			// now, not Scaling until the next resync.
+			name: "the pass that finished a scale-out", succeeded: true,
+			mutate: func(o *Observation) {
+				o.DesiredShards = 5
+				o.Topology.Migration = &cachev1beta1.MigrationStatus{SlotsMoved: 6553, SlotsTotal: 6553}
+			},
+			want: want{"True/Ready", "False/Ready", "False/Ready", "True/Ready", cachev1beta1.PhaseReady, true},
+		},
+		{
 			name: "rolling update", succeeded: true,
 			mutate: func(o *Observation) { o.StalePods = []string{"c-shard-1-0"} },
 			want:   want{"False/Upgrading", "True/Upgrading", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
