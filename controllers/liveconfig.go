@@ -24,8 +24,8 @@ const (
 )
 
 // reconcileLiveConfig applies the live part of the config (see
-// resources.LiveConfigDefaults) with CONFIG SET and CONFIG REWRITE on every
-// node, without restarts, once the topology converged and no rolling step
+// resources.LiveConfigDefaults) with CONFIG SET on every node (nothing is
+// written to the node's disk), without restarts, once the topology converged and no rolling step
 // ran this pass. New or restarted pods read the same values from the
 // ConfigMap, which the children phase updated first.
 func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *scope) (ctrl.Result, bool, error) {

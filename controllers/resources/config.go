@@ -24,7 +24,8 @@ import (
 // the key succeeds and the default matches.
 //
 // A key of spec.config in this table is applied on every node with CONFIG
-// SET and persisted with CONFIG REWRITE, without a restart; its value does
+// SET, without a restart (a restarted node reads it from the ConfigMap,
+// updated first; nothing goes to the node's disk); its value does
 // not enter the pod template hash. When a live key is removed from
 // spec.config it is set back to this default. Any other key (including
 // aliases such as slave-priority) is restart-only: a change rolls the pods.
@@ -308,8 +309,7 @@ func LiveConfigToApply(desired map[string]string, previous []string) map[string]
 }
 
 // RenderConfig renders redis.conf for every node of the cluster. The pod
-// copies it to DataDir at start (CONFIG REWRITE needs a writable file) and
-// adds bind, cluster-announce-ip and replica-announce-ip with its own IP on
+// copies it to DataDir at start (see startScript) and adds bind, cluster-announce-ip and replica-announce-ip with its own IP on
 // the command line.
 //
 // Layout: the operator-owned settings, then EffectiveConfig sorted by key,

@@ -197,20 +197,6 @@ func TestLiveConfigAgainstRedis(t *testing.T) {
 			t.Errorf("CONFIG SET %s succeeded; the key is live and belongs in LiveConfigDefaults", key)
 		}
 	}
-	// CONFIG REWRITE works on the copied config (the reason for the copy).
-	if err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Do(ctx, "CONFIG", "REWRITE").Err(); err != nil {
-		t.Fatalf("CONFIG REWRITE: %v", err)
-	}
-	rewritten, err := os.ReadFile(filepath.Join(p.root, "data", "redis.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(rewritten), "maxmemory-policy allkeys-lru") {
-		t.Errorf("rewritten redis.conf lacks the live change:\n%s", rewritten)
-	}
 }
 
 // TestRenderedConfigAndAuth: redis-server 7.0 loads the rendered redis.conf

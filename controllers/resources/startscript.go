@@ -1,8 +1,10 @@
 package resources
 
-// startScript copies the rendered redis.conf to the data volume (CONFIG
-// REWRITE needs a writable file next to a writable directory; the
-// ConfigMap mount is read-only), runs handoverScript, and execs
+// startScript copies the rendered redis.conf to the data volume (fresh at
+// every start: no earlier run's file survives; it holds no password, which
+// comes from the Secret's auth.conf it includes, and the operator never runs
+// CONFIG REWRITE, which would write the passwords into it), runs
+// handoverScript, and execs
 // redis-server with the pod's own IP as listen address and as the address
 // it announces to the cluster and to its master. POD_IP comes from the
 // downward API.

@@ -9,7 +9,7 @@
 //	                     PreviousKey, the switch time is recorded
 //	GracePeriod          both passwords work while clients re-read the Secret
 //	RemovingOldPassword  the new password becomes the only one on every
-//	                     node, CONFIG REWRITE; status.credentials.version
+//	                     node (CONFIG SET requirepass); status.credentials.version
 //	                     and lastRotationTime are set
 //
 // Turning authentication on (spec.auth set on a cluster that ran without it: the owned
@@ -18,8 +18,9 @@
 // nopass, so clients without a password are refused (NOAUTH) from that moment on — inherent
 // in turning authentication on, and why there is no grace period: there is no old password
 // to keep accepting. SettingMasterAuth follows, then RemovingOldPassword's CONFIG SET
-// requirepass and CONFIG REWRITE (the password persists across a restart), and last
-// UpdatingSecret.
+// requirepass, and last UpdatingSecret. No step writes a password to a node's disk: a node
+// restarted mid-rotation starts from the Secret's auth.conf, and the next Advance re-applies
+// what it missed.
 //
 // Every step is idempotent. Each call of Advance re-applies the steps already done (cheap,
 // and it heals a node restarted mid-rotation from a config holding only one of the

@@ -57,8 +57,8 @@ func (e *Engine) AddPassword(ctx context.Context, eps []Endpoint, password strin
 }
 
 // SetMasterAuth sets masterauth (the password a replica gives its master) to password on every
-// endpoint (CONFIG SET masterauth). It is not persisted to the config file here; see
-// RemoveOtherPasswords, which ends a rotation with CONFIG REWRITE.
+// endpoint (CONFIG SET masterauth). Like every password operation it writes nothing to disk:
+// a restarted node takes its passwords from the Secret's auth.conf.
 func (e *Engine) SetMasterAuth(ctx context.Context, eps []Endpoint, password string, login ...string) error {
 	secrets := append([]string{password}, login...)
 	return e.onEveryNode(ctx, eps, candidates(e.opts.Password, password, login), secrets, "Setting masterauth",
@@ -69,9 +69,9 @@ func (e *Engine) SetMasterAuth(ctx context.Context, eps []Endpoint, password str
 
 // RemoveOtherPasswords leaves keep as the only password of the default user on every endpoint
 // (CONFIG SET requirepass keep, which removes every other password at once, including one
-// left over by an interrupted earlier rotation), then persists the node's configuration with
-// CONFIG REWRITE (requirepass and masterauth included). Clients still using another password
-// are refused from then on.
+// left over by an interrupted earlier rotation). Nothing is written to disk (no CONFIG
+// REWRITE, which would put the password in plain text into the config file on the data
+// volume). Clients still using another password are refused from then on.
 func (e *Engine) RemoveOtherPasswords(ctx context.Context, eps []Endpoint, keep string, login ...string) error {
 	if keep == "" {
 		return fmt.Errorf("%w: empty password", ErrInvalidDesired)
@@ -79,10 +79,7 @@ func (e *Engine) RemoveOtherPasswords(ctx context.Context, eps []Endpoint, keep 
 	secrets := append([]string{keep}, login...)
 	return e.onEveryNode(ctx, eps, candidates(keep, e.opts.Password, login), secrets, "Removing the other passwords of the default user",
 		func(ctx context.Context, _ Endpoint, cl *redis.Client) error {
-			if err := e.run(ctx, cl, "CONFIG", "SET", "requirepass", keep); err != nil {
-				return err
-			}
-			return e.run(ctx, cl, "CONFIG", "REWRITE")
+			return e.run(ctx, cl, "CONFIG", "SET", "requirepass", keep)
 		})
 }
 

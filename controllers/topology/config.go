@@ -9,11 +9,12 @@ import (
 	"sync"
 )
 
-// ApplyConfig runs CONFIG SET with every key/value of cfg (one atomic CONFIG SET per node,
-// Redis 7 takes several pairs) and then CONFIG REWRITE on every endpoint, concurrently, so a
-// live change also survives restarts (CONFIG REWRITE needs the node's config file to be
-// writable). Values are never logged, and values of secret-looking keys are
-// masked in errors. Errors name the failing endpoints.
+// ApplyConfig runs CONFIG SET with every key/value of cfg on every endpoint, concurrently
+// (one atomic CONFIG SET per node: Redis 7 takes several pairs). Nothing is written to the
+// node's disk: a restart reads the rendered configuration, which the caller updates with
+// the same values, and CONFIG REWRITE would also write requirepass and masterauth in plain
+// text into the config file on the data volume. Values are never logged, and values of
+// secret-looking keys are masked in errors. Errors name the failing endpoints.
 func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string]string) error {
 	if len(cfg) == 0 {
 		return nil
@@ -45,11 +46,7 @@ func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string
 			defer wg.Done()
 			n := &NodeView{Endpoint: ep}
 			e.log.Info("Applying config", "node", ep.Name, "keys", strings.Join(keys, ","))
-			err := e.do(ctx, c, n, args...)
-			if err == nil {
-				err = e.do(ctx, c, n, "CONFIG", "REWRITE")
-			}
-			if err != nil {
+			if err := e.do(ctx, c, n, args...); err != nil {
 				errs[i] = fmt.Errorf("%s: %s", ep.Name, mask(err.Error(), configSecrets(cfg)))
 				if errors.Is(err, ErrAuth) {
 					errs[i] = fmt.Errorf("%w: %w", ErrAuth, errs[i])

@@ -498,3 +498,28 @@ func logSince(path string, offset int64) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// FilesHolding lists the files of the node's directory (redis.conf, nodes.conf, the RDB and
+// AOF files, the log) whose content contains s, by path relative to Dir.
+func (n *Node) FilesHolding(s string) []string {
+	n.t.Helper()
+	var found []string
+	err := filepath.WalkDir(n.Dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), s) {
+			rel, _ := filepath.Rel(n.Dir, path)
+			found = append(found, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		n.t.Fatalf("redistest: reading %s: %v", n.Dir, err)
+	}
+	return found
+}
