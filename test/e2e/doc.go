@@ -14,18 +14,30 @@
 //
 // Each top-level test is a label (TestSmoke, TestScaling, TestFailover,
 // TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault,
-// TestDataSafety); its subtests are the scenarios, each printing one line
+// TestDataSafety, TestMidMigration, TestOperatorKilled); its subtests are the scenarios, each printing one line
 // `e2e: <scenario> <seconds>s ok|FAIL`. Every scenario runs its own
 // RedisCluster in its own namespace (e2e-<name>). TestDataSafety's
 // scenarios also print what they loaded and wrote and how much of it was
 // lost (`e2e: <scenario> keys: ...`); one of them stops and restarts the
 // operator, another cuts a master off with iptables rules (removed when it
-// ends) and needs iptables and ss.
+// ends) and needs iptables and ss. TestMidMigration pauses and deletes a
+// cluster in the middle of a scale-out slowed down with SIGSTOP/SIGCONT;
+// TestOperatorKilled SIGKILLs the operator at 10 seeded random moments of a
+// 3→6 and a 6→3 scale (and SIGTERMs it once). `make test-e2e-repeat` runs the
+// timing-sensitive scenarios twice more.
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):
 //
 //	go test -tags e2e -run '^$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
+//
+// BenchmarkManyClusters runs 10, 50 and 100 clusters of 3×0 under one operator
+// and prints RSS, idle CPU, pass p50/p99, API writes per minute, Redis commands
+// per node per resync and a scale-out ratio (`make bench-many`):
+//
+//	go test -tags e2e -run '^$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
+//
+// with E2E_BENCH_COUNTS (e.g. "10,50"), E2E_BENCH_WINDOW and E2E_BENCH_RESYNC.
 //
 // Environment:
 //
@@ -35,6 +47,8 @@
 //	                       it is bootstrapping, ready, scaling, upgrading,
 //	                       degraded or paused, to DIR/<cluster>-<moment>.yaml
 //	                       (the source of health/argocd/testdata)
+//	E2E_KILL_SEED=N        replay TestOperatorKilled's kill moments (the seed
+//	                       each run logs)
 //	E2E_KEEP_STATE=1       keep the plane's state directory (logs, claim data)
 //	                       after a successful run; it is always kept on failure
 //
