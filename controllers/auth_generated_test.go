@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -26,6 +27,22 @@ func credentialsReady(t *testing.T, rc *cachev1beta1.RedisCluster) (string, stri
 		return "", ""
 	}
 	return string(c.Status) + "/" + c.Reason, c.Message
+}
+
+// updateSpec applies mutate to the latest RedisCluster, retrying on
+// conflict: the controller writes the object (status, finalizer) meanwhile.
+func updateSpec(t *testing.T, rc *cachev1beta1.RedisCluster, mutate func(*cachev1beta1.RedisCluster)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := &cachev1beta1.RedisCluster{}
+		if err := k8s.Get(testCtx, client.ObjectKeyFromObject(rc), got); err != nil {
+			return err
+		}
+		mutate(got)
+		return k8s.Update(testCtx, got)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func ownedSecret(t *testing.T, rc *cachev1beta1.RedisCluster) *corev1.Secret {
@@ -86,11 +103,7 @@ func TestPasswordlessClusterAfterUpgrade(t *testing.T) {
 		rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true}
 	})
 	waitSettled(t, rc)
-	got := getCluster(t, rc)
-	got.Spec.Auth = nil
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, rc, func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = nil })
 	waitSettled(t, rc)
 	reconcileUntilQuiet(t, rc)
 	if _, ok := ownedSecret(t, rc).Data[resources.PasswordKey]; ok {
@@ -100,11 +113,7 @@ func TestPasswordlessClusterAfterUpgrade(t *testing.T) {
 		t.Errorf("CredentialsReady %s: %q, want NoAuth naming spec.auth: {}", cond, msg)
 	}
 
-	got = getCluster(t, rc)
-	got.Spec.Auth = &cachev1beta1.AuthSpec{}
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, rc, func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = &cachev1beta1.AuthSpec{} })
 	eventually(t, "rotation to a generated password pending", func() error {
 		owned := ownedSecret(t, rc)
 		if len(owned.Data[rotation.NextKey]) != 43 {

@@ -102,11 +102,10 @@ func TestAuthTurnedOn(t *testing.T) {
 	if err := k8s.Create(testCtx, src); err != nil {
 		t.Fatal(err)
 	}
-	got := getCluster(t, rc)
-	got.Spec.Auth = &cachev1beta1.AuthSpec{SecretRef: &cachev1beta1.SecretKeySelector{Name: src.Name}}
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, rc, func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Auth = &cachev1beta1.AuthSpec{SecretRef: &cachev1beta1.SecretKeySelector{Name: src.Name}}
+	})
+	var got *cachev1beta1.RedisCluster
 	eventually(t, "rotation from no password pending", func() error {
 		if err := k8s.Get(testCtx, client.ObjectKeyFromObject(owned), owned); err != nil {
 			return err

@@ -192,14 +192,12 @@ func TestAuthVaultSecretsNeverShown(t *testing.T) {
 	}
 
 	hostile.setEcho(false)
-	got := getCluster(t, rc)
-	if got.Annotations == nil {
-		got.Annotations = map[string]string{}
-	}
-	got.Annotations[cachev1beta1.RefreshCredentialsAnnotation] = "1"
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, rc, func(got *cachev1beta1.RedisCluster) {
+		if got.Annotations == nil {
+			got.Annotations = map[string]string{}
+		}
+		got.Annotations[cachev1beta1.RefreshCredentialsAnnotation] = "1"
+	})
 	waitCredentialsFalse(t, rc, cachev1beta1.RedisClusterSecretNotFoundReason)
 
 	secrets := hostile.secrets()

@@ -216,12 +216,10 @@ func TestMetadataOnlyChangeUpdatesNoChild(t *testing.T) {
 	before := statefulSetVersions(t, ns)
 
 	mark := writes.mark()
-	got := getCluster(t, rc)
-	got.Labels = map[string]string{"team": "payments"}
-	got.Annotations = map[string]string{"argocd.argoproj.io/tracking-id": "app:cache.redis.io/RedisCluster:" + ns + "/meta"}
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, rc, func(got *cachev1beta1.RedisCluster) {
+		got.Labels = map[string]string{"team": "payments"}
+		got.Annotations = map[string]string{"argocd.argoproj.io/tracking-id": "app:cache.redis.io/RedisCluster:" + ns + "/meta"}
+	})
 	// Wait until the controller's cache has the change, then reconcile.
 	eventually(t, "cache sees the annotation", func() error {
 		cached := &cachev1beta1.RedisCluster{}
@@ -286,12 +284,8 @@ func TestSpecChanges(t *testing.T) {
 	}
 	update := func(mutate func(*cachev1beta1.RedisCluster)) {
 		t.Helper()
-		got := getCluster(t, rc)
-		mutate(got)
-		if err := k8s.Update(testCtx, got); err != nil {
-			t.Fatal(err)
-		}
-		waitSettled(t, got)
+		updateSpec(t, rc, mutate)
+		waitSettled(t, rc)
 	}
 	h0 := hashes()
 
@@ -380,10 +374,7 @@ func TestPaused(t *testing.T) {
 	if err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "paused-config"}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("ConfigMap while paused: %v", err)
 	}
-	got.Spec.Paused = false
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, rc, func(got *cachev1beta1.RedisCluster) { got.Spec.Paused = false })
 	eventually(t, "StatefulSets after unpausing", func() error {
 		if n := len(statefulSetVersions(t, ns)); n != 3 {
 			return fmt.Errorf("%d StatefulSets", n)

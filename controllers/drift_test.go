@@ -236,30 +236,40 @@ func TestLeavingShardIsRecreated(t *testing.T) {
 // the test's) does not start a pass; a spec change does. (Field case R20:
 // each of the controller's status writes started another pass, racing the
 // cache into conflicts, a loop of thousands of events.) A pass would undo
-// the test's write: the controller's writes show whether one ran.
+// the test's write: the controller's writes show whether one ran. Pods
+// never start in envtest, so the manager also looks again every
+// busyRequeue on its own; such a pass may land in the window, so the
+// window is tried up to three times and a storm is one that every try
+// shows.
 func TestStatusWritesStartNoPass(t *testing.T) {
 	ns := newNamespace(t)
 	rc := newCluster(t, ns, "nostorm")
 	waitSettled(t, rc)
 	reconcileUntilQuiet(t, rc)
-	mark := writes.mark()
-	for i := 0; i < 3; i++ {
-		got := getCluster(t, rc)
-		patch := client.MergeFrom(got.DeepCopy())
-		got.Status.ReadyReplicas = int32(10 + i)
-		if err := k8s.Status().Patch(testCtx, got, patch); err != nil {
-			t.Fatal(err)
+	var seen []string
+	for try := 0; try < 3; try++ {
+		mark := writes.mark()
+		for i := 0; i < 3; i++ {
+			got := getCluster(t, rc)
+			patch := client.MergeFrom(got.DeepCopy())
+			got.Status.ReadyReplicas = int32(10 + i)
+			if err := k8s.Status().Patch(testCtx, got, patch); err != nil {
+				t.Fatal(err)
+			}
 		}
+		time.Sleep(time.Second)
+		w := writes.in(ns, mark)
+		if len(w) == 0 {
+			seen = nil
+			break
+		}
+		seen = append(seen, strings.Join(w, "; "))
 	}
-	time.Sleep(time.Second)
-	if w := writes.in(ns, mark); len(w) > 0 {
-		t.Errorf("3 status writes started passes that wrote: %s", strings.Join(w, "; "))
+	if len(seen) > 0 {
+		t.Errorf("3 status writes started passes that wrote, in each of 3 tries: %s", strings.Join(seen, " | "))
 	}
-	got := getCluster(t, rc)
-	got.Spec.ReplicasPerShard = 2
-	if err := k8s.Update(testCtx, got); err != nil {
-		t.Fatal(err)
-	}
+	mark := writes.mark()
+	updateSpec(t, rc, func(got *cachev1beta1.RedisCluster) { got.Spec.ReplicasPerShard = 2 })
 	eventually(t, "a pass for the spec change", func() error {
 		if len(writes.in(ns, mark)) == 0 {
 			return errors.New("no pass")
