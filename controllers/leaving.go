@@ -153,6 +153,7 @@ func (r *RedisClusterReconciler) removeLeftShards(ctx context.Context, s *scope)
 		delete(s.statefulSets, idx)
 		s.leftShard(idx)
 		s.obs.Leaving = slices.DeleteFunc(s.obs.Leaving, func(n string) bool { return n == name })
+		s.obs.Removed = append(s.obs.Removed, name)
 		s.acted = true
 		s.did("ShardRemoved", "Shard %s owns no slots and was forgotten by the cluster: deleted its StatefulSet and claims", name)
 	}

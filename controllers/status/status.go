@@ -42,6 +42,10 @@ type Observation struct {
 	// (status.leavingShards).
 	DesiredShards int
 	Leaving       []string
+	// Removed names the leaving shards whose StatefulSets this pass
+	// deleted: their pods are still stopping and were counted in Pods, so
+	// the scale-in is not over until a later pass sees them gone.
+	Removed []string
 	// ReplicasPerShard is spec.replicasPerShard.
 	ReplicasPerShard int
 	// FormedBefore: status recorded that the cluster was formed (see
@@ -308,7 +312,7 @@ func unexplainedShortfall(o *Observation) []string {
 // scaling, whatever the count of shards owning slots says.
 func (o *Observation) Scaling() bool {
 	t := o.Topology
-	if len(o.Leaving) > 0 {
+	if len(o.Leaving) > 0 || len(o.Removed) > 0 {
 		return true
 	}
 	if t == nil || !t.SlotsToMove {

@@ -82,6 +82,16 @@ func TestApplyObservation(t *testing.T) {
 			want: want{"True/Ready", "False/Ready", "False/Ready", "True/Ready", cachev1beta1.PhaseReady, true},
 		},
 		{
+			// Scale-in: this pass deleted the drained shards' StatefulSets;
+			// their pods still stop (and were counted): not Ready yet.
+			name: "the pass that removed the drained shards", succeeded: true,
+			mutate: func(o *Observation) {
+				o.Removed = []string{"c-shard-3", "c-shard-4"}
+				o.Topology.Migration = &cachev1beta1.MigrationStatus{SlotsMoved: 6553, SlotsTotal: 6553}
+			},
+			want: want{"False/Scaling", "True/Scaling", "False/Ready", "True/Ready", cachev1beta1.PhaseScaling, true},
+		},
+		{
 			name: "rolling update", succeeded: true,
 			mutate: func(o *Observation) { o.StalePods = []string{"c-shard-1-0"} },
 			want:   want{"False/Upgrading", "True/Upgrading", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},

@@ -54,12 +54,22 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 		// every poll.
 		waitingSince time.Time
 		lastWait     string
+		// acted: steps ran since the last observation, so res is stale.
+		acted bool
 	)
 	for {
 		view, err := e.observe(ctx, c, desired.endpoints())
 		if err != nil {
-			return e.finalResult(c, desired, res), err
+			// Cancelled while observing: after a run of waits the last
+			// result still says what the cluster looks like, and observing
+			// once more would cost another round of dial timeouts for the
+			// nodes that do not answer.
+			if acted || res == nil {
+				return e.finalResult(c, desired, res), err
+			}
+			return res, waitEnded(err, lastWait)
 		}
+		acted = false
 		p, steps, perr := plan(view, desired)
 		res = buildResult(p, steps, perr)
 		if auth := view.authErrors(); len(auth) > 0 {
@@ -92,7 +102,7 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 				lastWait = waitReason
 			}
 			if err := sleep(ctx, e.opts.PollInterval); err != nil {
-				return res, err
+				return res, waitEnded(err, lastWait)
 			}
 			continue
 		}
@@ -106,6 +116,7 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 		if repeats >= maxRepeats {
 			return res, fmt.Errorf("%w: planned %d times in a row: %s", ErrNoProgress, repeats+1, sig)
 		}
+		acted = true
 		if err := e.execute(ctx, c, view, actionable, tr); err != nil {
 			if ctx.Err() != nil {
 				return e.finalResult(c, desired, res), ctx.Err()
@@ -123,6 +134,16 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 		}
 		failures = 0
 	}
+}
+
+// waitEnded is the error of a Reconcile whose deadline ended a run of waits: ErrNotReady
+// with what it waited for, as when the wait budget runs out, since nothing is half done.
+// Any other error (a cancellation: the operator stops) is returned as it is.
+func waitEnded(err error, waitReason string) error {
+	if errors.Is(err, context.DeadlineExceeded) && waitReason != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, waitReason)
+	}
+	return err
 }
 
 // finalResult observes once more, outside ctx, so that a cancelled Reconcile still reports

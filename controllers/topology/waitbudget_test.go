@@ -34,3 +34,24 @@ func TestWaitBudget(t *testing.T) {
 		t.Fatalf("the result does not show s0-0 unreachable: %+v", res)
 	}
 }
+
+// TestDeadlineEndsAWait: the caller's deadline (the controller's pass budget) ending a run of
+// waits gives ErrNotReady naming what the engine waited for, and the last observation:
+// nothing is half done, so there is nothing to observe again (each observation waits out
+// the dial timeout of the nodes that do not answer).
+func TestDeadlineEndsAWait(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all, _ := c.form(3, 2)
+
+	cut := c.desired(1, all)
+	cut.Shards[0].Nodes[0].Addr = deadAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	res, err := New(Options{Logger: c.engine.opts.Logger}).Reconcile(ctx, cut, nil)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s0") {
+		t.Fatalf("Reconcile returned %v, want ErrNotReady naming shard s0", err)
+	}
+	if res == nil || res.View == nil || res.View.Node("s0-0").Reachable() {
+		t.Fatalf("the result does not show s0-0 unreachable: %+v", res)
+	}
+}
