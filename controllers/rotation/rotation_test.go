@@ -43,31 +43,6 @@ func rotationCluster(t *testing.T, password string) (master, replica *redistest.
 	return master, replica, spec.Nodes
 }
 
-func accepts(addr, password string) error {
-	cl := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return cl.Ping(ctx).Err()
-}
-
-func waitLinkUp(t *testing.T, addr, password string) {
-	t.Helper()
-	cl := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true})
-	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		info, err := cl.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: master_link_status not up: %v", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // secretStore stands for the owned Secret: the state the rotation saves.
 // failNext makes the next save fail, as an operator crash before the write.
 type secretStore struct {
@@ -152,7 +127,7 @@ func TestAdvanceRotation(t *testing.T) {
 	}
 	for _, ep := range eps {
 		for _, pw := range []string{oldPw, newPw} {
-			if err := accepts(ep.Addr, pw); err != nil {
+			if err := redistest.Accepts(ep.Addr, pw); err != nil {
 				t.Fatalf("%s before the Secret changes: %v", ep.Name, err)
 			}
 		}
@@ -181,12 +156,12 @@ func TestAdvanceRotation(t *testing.T) {
 	}
 	for _, ep := range eps {
 		for _, pw := range []string{oldPw, newPw} {
-			if err := accepts(ep.Addr, pw); err != nil {
+			if err := redistest.Accepts(ep.Addr, pw); err != nil {
 				t.Fatalf("%s in the grace period: %v", ep.Name, err)
 			}
 		}
 	}
-	waitLinkUp(t, replica.Addr(), newPw)
+	redistest.WaitLinkUp(t, replica.Addr(), newPw)
 
 	// Grace period over.
 	out, err = Advance(ctx, ops(st.Live), eps, &st, grace, t0.Add(grace), store.save)
@@ -197,10 +172,10 @@ func TestAdvanceRotation(t *testing.T) {
 		t.Fatal("the finished state keeps rotation keys")
 	}
 	for _, ep := range eps {
-		if err := accepts(ep.Addr, newPw); err != nil {
+		if err := redistest.Accepts(ep.Addr, newPw); err != nil {
 			t.Fatalf("%s refuses the new password: %v", ep.Name, err)
 		}
-		if err := accepts(ep.Addr, oldPw); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		if err := redistest.Accepts(ep.Addr, oldPw); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 			t.Fatalf("%s after the grace period, old password: %v", ep.Name, err)
 		}
 	}
@@ -209,7 +184,7 @@ func TestAdvanceRotation(t *testing.T) {
 	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitLinkUp(t, replica.Addr(), newPw)
+	redistest.WaitLinkUp(t, replica.Addr(), newPw)
 
 	// Done is done: another call changes nothing.
 	out, err = Advance(ctx, ops(st.Live), eps, &st, grace, t0.Add(2*grace), store.save)
@@ -258,31 +233,7 @@ func TestAdvanceRotationTurnsAuthOn(t *testing.T) {
 	if got := store.load(); got != (State{Live: newPw}) || st != got {
 		t.Fatal("the finished state is not the new password alone")
 	}
-	for _, ep := range eps {
-		if err := accepts(ep.Addr, newPw); err != nil {
-			t.Fatalf("%s refuses the new password: %v", ep.Name, err)
-		}
-		if err := accepts(ep.Addr, ""); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
-			t.Fatalf("%s, a client without a password: %v", ep.Name, err)
-		}
-		cl := redis.NewClient(&redis.Options{Addr: ep.Addr, Password: newPw, Protocol: 2, DisableIdentity: true})
-		got, err := cl.ConfigGet(ctx, "masterauth").Result()
-		_ = cl.Close()
-		if err != nil || got["masterauth"] != newPw {
-			t.Fatalf("%s: masterauth not set: %v", ep.Name, err)
-		}
-	}
-	for _, n := range []*redistest.Node{master, replica} {
-		if files := n.FilesHolding(newPw); len(files) > 0 {
-			t.Fatalf("%s: the password is on disk in %v", n.Addr(), files)
-		}
-	}
-	mcl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: newPw, Protocol: 2, DisableIdentity: true})
-	defer mcl.Close()
-	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitLinkUp(t, replica.Addr(), newPw)
+	redistest.CheckAuthOn(t, newPw, master, replica)
 }
 
 // TestRotationSecret: the owned Secret carries the pending or previous

@@ -5,40 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
-
-// authOK reports whether addr accepts password (AUTH, then PING).
-func authOK(t *testing.T, addr, password string) error {
-	t.Helper()
-	cl := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return cl.Ping(ctx).Err()
-}
-
-// linkUp waits until the replica at addr reports master_link_status:up.
-func linkUp(t *testing.T, addr, password string) {
-	t.Helper()
-	cl := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true})
-	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		info, err := cl.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: replication link not up: %v\n%s", addr, err, info)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // A rotation through the three operations on a master and its replica: the new password
 // works on every node from AddPassword on while the old one keeps working, replication
@@ -69,7 +40,7 @@ func TestPasswordRotation(t *testing.T) {
 	}
 	for _, ep := range eps {
 		for _, pw := range []string{oldPw, newPw} {
-			if err := authOK(t, ep.Addr, pw); err != nil {
+			if err := redistest.Accepts(ep.Addr, pw); err != nil {
 				t.Fatalf("%s after AddPassword: %v", ep.Name, err)
 			}
 		}
@@ -85,7 +56,7 @@ func TestPasswordRotation(t *testing.T) {
 	}
 	// Make the replica reconnect: it must authenticate with the new masterauth.
 	master.Do("CLIENT", "KILL", "TYPE", "replica")
-	linkUp(t, replica.Addr(), newPw)
+	redistest.WaitLinkUp(t, replica.Addr(), newPw)
 
 	// An engine that already uses the new password (the Secret was updated) finishes.
 	after := New(Options{Password: newPw})
@@ -95,10 +66,10 @@ func TestPasswordRotation(t *testing.T) {
 		}
 	}
 	for _, ep := range eps {
-		if err := authOK(t, ep.Addr, newPw); err != nil {
+		if err := redistest.Accepts(ep.Addr, newPw); err != nil {
 			t.Fatalf("%s: new password refused: %v", ep.Name, err)
 		}
-		if err := authOK(t, ep.Addr, oldPw); err == nil || !errors.Is(classify(err), ErrAuth) {
+		if err := redistest.Accepts(ep.Addr, oldPw); err == nil || !errors.Is(classify(err), ErrAuth) {
 			t.Fatalf("%s: old password still accepted or wrong error: %v", ep.Name, err)
 		}
 	}
@@ -107,7 +78,7 @@ func TestPasswordRotation(t *testing.T) {
 	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
 		t.Fatal(err)
 	}
-	linkUp(t, replica.Addr(), newPw)
+	redistest.WaitLinkUp(t, replica.Addr(), newPw)
 	for _, n := range []*redistest.Node{master, replica} {
 		if files := n.FilesHolding(newPw); len(files) > 0 {
 			t.Fatalf("%s: the new password is on disk in %v", n.Addr(), files)
@@ -162,36 +133,14 @@ func TestPasswordTurnedOn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, ep := range eps {
-		if err := authOK(t, ep.Addr, newPw); err != nil {
-			t.Fatalf("%s: new password refused: %v", ep.Name, err)
-		}
-		if err := authOK(t, ep.Addr, ""); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
-			t.Fatalf("%s: a client without a password: %v", ep.Name, err)
-		}
-		cl := redis.NewClient(&redis.Options{Addr: ep.Addr, Password: newPw, Protocol: 2, DisableIdentity: true})
-		got, err := cl.ConfigGet(ctx, "masterauth").Result()
-		_ = cl.Close()
-		if err != nil || got["masterauth"] != newPw {
-			t.Fatalf("%s: masterauth %v", ep.Name, err)
-		}
-	}
-	for _, n := range []*redistest.Node{master, replica} {
-		if files := n.FilesHolding(newPw); len(files) > 0 {
-			t.Fatalf("%s: the password is on disk in %v", n.Addr(), files)
-		}
-	}
-	mcl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: newPw, Protocol: 2, DisableIdentity: true})
-	defer mcl.Close()
-	if err := mcl.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
-		t.Fatal(err)
-	}
-	linkUp(t, replica.Addr(), newPw)
+	redistest.CheckAuthOn(t, newPw, master, replica)
 
 	bad := New(Options{Password: "nope-guess"})
 	if err := bad.SetMasterAuth(ctx, eps, "other-guess"); !errors.Is(err, ErrAuth) {
 		t.Fatalf("wrong login on nodes with a password: %v", err)
 	}
+	mcl := redis.NewClient(&redis.Options{Addr: master.Addr(), Password: newPw, Protocol: 2, DisableIdentity: true})
+	defer mcl.Close()
 	if got, err := mcl.ConfigGet(ctx, "masterauth").Result(); err != nil || got["masterauth"] != newPw {
 		t.Fatalf("masterauth changed by a refused login: %v", err)
 	}
