@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -276,4 +277,34 @@ func TestStatusWritesStartNoPass(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStoppingOperatorLogsNoError: a pass whose context the manager cancels
+// (the operator stops) returns no error, so controller-runtime logs no
+// "Reconciler error" with a stack trace for each cluster it was working on.
+func TestStoppingOperatorLogsNoError(t *testing.T) {
+	ns := newNamespace(t)
+	rc := newCluster(t, ns, "stopping")
+	waitSettled(t, rc)
+	reconcileUntilQuiet(t, rc)
+	// A status the pass must correct, so that it has a write to lose (a
+	// status-only change starts no pass of the manager's own).
+	got := getCluster(t, rc)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Status.ReadyReplicas = 42
+	if err := k8s.Status().Patch(testCtx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cache has the patched status", func() error {
+		c := &cachev1beta1.RedisCluster{}
+		if err := reconciler.Client.Get(testCtx, client.ObjectKeyFromObject(rc), c); err != nil || c.Status.ReadyReplicas != 42 {
+			return fmt.Errorf("readyReplicas %d (%v)", c.Status.ReadyReplicas, err)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(testCtx)
+	cancel()
+	if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
+		t.Fatalf("a pass cut short by the operator stopping returned %v", err)
+	}
 }
