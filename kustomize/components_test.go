@@ -72,19 +72,7 @@ components: [../components/%s]
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	for _, r := range m.Resources() {
-		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
-	}
-	return objs
+	return objectsOf(t, m)
 }
 
 // TestComponentsRender: every component renders on the base alone, adds

@@ -176,19 +176,7 @@ components: [../components/network-policy]
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	for _, r := range m.Resources() {
-		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
-	}
-	policies := networkPolicies(t, objs)
+	policies := networkPolicies(t, objectsOf(t, m))
 	ep := func(ns string, l map[string]string) endpoint {
 		return endpoint{namespace: ns, namespaceLabels: map[string]string{"kubernetes.io/metadata.name": ns}, labels: l}
 	}

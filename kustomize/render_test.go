@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
@@ -31,10 +32,16 @@ func rendered(t *testing.T, overlay string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return objectsOf(t, m)
+}
+
+// objectsOf returns the objects of a rendered ResMap, in output order,
+// through JSON, so numbers are int64 or float64 as in any object decoded
+// from the API.
+func objectsOf(t *testing.T, m resmap.ResMap) []*unstructured.Unstructured {
+	t.Helper()
 	var objs []*unstructured.Unstructured
 	for _, r := range m.Resources() {
-		// Through JSON, so numbers are int64 or float64 as in any object
-		// decoded from the API.
 		data, err := r.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
