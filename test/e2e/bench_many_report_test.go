@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -121,8 +122,15 @@ func snapshotObjects(b *testing.B) map[string]benchObject {
 		if err := env.k8s.List(context.Background(), list); err != nil {
 			b.Fatalf("listing %ss: %v", kind, err)
 		}
-		items := listObjects(list)
-		for _, o := range items {
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			b.Fatalf("listing %ss: %v", kind, err)
+		}
+		for _, item := range items {
+			o, ok := item.(client.Object)
+			if !ok {
+				continue
+			}
 			if !strings.HasPrefix(o.GetNamespace(), benchNSPrefix) {
 				continue
 			}
@@ -133,39 +141,6 @@ func snapshotObjects(b *testing.B) map[string]benchObject {
 			}
 			out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = bo
 		}
-	}
-	return out
-}
-
-func listObjects(list client.ObjectList) []client.Object {
-	var out []client.Object
-	switch l := list.(type) {
-	case *cachev1beta1.RedisClusterList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *appsv1.StatefulSetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *policyv1.PodDisruptionBudgetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.SecretList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil
 	}
 	return out
 }
