@@ -460,25 +460,15 @@ func TestFullRestart(t *testing.T) {
 	ds := redistest.Dataset{Prefix: "r", Keys: 10_000, LargeEvery: 500, LargeFields: 200}
 	redistest.Load(t, c.client(d), ds)
 	syncReplicas(t, c, all)
-	ids := map[string]string{}
-	for _, n := range c.observe(d).Nodes {
-		ids[n.Endpoint.Name] = n.ID
-	}
+	ids := nodeIDs(c.observe(d))
 
-	var nodes []*redistest.Node
-	for _, s := range all {
-		nodes = append(nodes, c.nodes[s]...)
-	}
+	nodes := c.nodesOf(all)
 	parallel(nodes, (*redistest.Node).Stop)
 	parallel(nodes, (*redistest.Node).RestartOnNewPort)
 	d = c.desired(1, all)
 	res := c.reconcile(d, nil)
 	c.assertShape(d, res)
-	for _, n := range res.View.Nodes {
-		if ids[n.Endpoint.Name] != n.ID {
-			t.Fatalf("%s came back as %s, was %s", n.Endpoint.Name, n.ID, ids[n.Endpoint.Name])
-		}
-	}
+	sameIDs(t, ids, res)
 	redistest.Verify(t, c.client(d), ds)
 }
 
@@ -495,17 +485,11 @@ func TestFullRestartNewAddresses(t *testing.T) {
 	ds := redistest.Dataset{Prefix: "a", Keys: 5000}
 	redistest.Load(t, c.client(d), ds)
 	syncReplicas(t, c, all)
-	ids := map[string]string{}
-	for _, n := range c.observe(d).Nodes {
-		ids[n.Endpoint.Name] = n.ID
-	}
+	ids := nodeIDs(c.observe(d))
 	master, replica := c.nodes["s0"][0], c.nodes["s0"][1]
 	oldMasterAddr := master.Addr()
 
-	var nodes []*redistest.Node
-	for _, s := range all {
-		nodes = append(nodes, c.nodes[s]...)
-	}
+	nodes := c.nodesOf(all)
 	parallel(nodes, (*redistest.Node).Stop)
 	parallel(nodes, (*redistest.Node).RestartOnNewAddress)
 	heal := redistest.Cut(t, master, replica)
@@ -532,12 +516,37 @@ func TestFullRestartNewAddresses(t *testing.T) {
 	d = c.desired(1, all)
 	res := c.reconcile(d, nil)
 	c.assertShape(d, res)
+	sameIDs(t, ids, res)
+	redistest.Verify(t, c.client(d), ds)
+}
+
+// nodesOf lists the nodes of the named shards, shard by shard.
+func (c *testCluster) nodesOf(shards []string) []*redistest.Node {
+	var nodes []*redistest.Node
+	for _, s := range shards {
+		nodes = append(nodes, c.nodes[s]...)
+	}
+	return nodes
+}
+
+// nodeIDs maps each endpoint name of view to its node ID.
+func nodeIDs(view *ClusterView) map[string]string {
+	ids := map[string]string{}
+	for _, n := range view.Nodes {
+		ids[n.Endpoint.Name] = n.ID
+	}
+	return ids
+}
+
+// sameIDs fails t unless every node of res came back with the node ID ids names for it
+// (no node was reset or re-created).
+func sameIDs(t *testing.T, ids map[string]string, res *Result) {
+	t.Helper()
 	for _, n := range res.View.Nodes {
 		if ids[n.Endpoint.Name] != n.ID {
 			t.Fatalf("%s came back as %s, was %s", n.Endpoint.Name, n.ID, ids[n.Endpoint.Name])
 		}
 	}
-	redistest.Verify(t, c.client(d), ds)
 }
 
 func parallel(nodes []*redistest.Node, f func(*redistest.Node)) {
