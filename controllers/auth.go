@@ -109,7 +109,15 @@ func ownedSecretName(rc *cachev1beta1.RedisCluster) string { return resources.Se
 func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	owned := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ownedSecretName(rc)}, owned)
+	key := client.ObjectKey{Namespace: rc.Namespace, Name: ownedSecretName(rc)}
+	err := r.Client.Get(ctx, key, owned)
+	if apierrors.IsNotFound(err) {
+		// The cache may not have the Secret a pass just created: ask the
+		// API server before treating it as missing, or a generated
+		// password would be generated again and replace the one the first
+		// pods started with.
+		err = r.reader().Get(ctx, key, owned)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		owned = nil

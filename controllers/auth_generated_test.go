@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -167,5 +170,39 @@ func TestGeneratedSecretLost(t *testing.T) {
 	err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: resources.SecretName(rc.Name)}, s)
 	if err == nil && len(s.Data[resources.PasswordKey]) > 0 {
 		t.Error("the operator generated a new password the nodes do not have")
+	}
+}
+
+// staleSecrets is a cache that has not seen the owned Secrets yet: its Get
+// of one answers NotFound, as the manager's cache does for a moment after a
+// pass created it.
+type staleSecrets struct{ client.Client }
+
+func (c staleSecrets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok && strings.HasSuffix(key.Name, "-auth") {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestGeneratedPasswordSurvivesAStaleCache: a pass whose cache does not
+// show the owned Secret yet keeps the password already generated (the API
+// server has it) instead of generating a second one, which would differ from
+// the one the first pods started with.
+func TestGeneratedPasswordSurvivesAStaleCache(t *testing.T) {
+	ns := newNamespace(t)
+	rc := newCluster(t, ns, "stale")
+	waitSettled(t, rc)
+	pw := string(ownedSecret(t, rc).Data[resources.PasswordKey])
+	r := &RedisClusterReconciler{Client: staleSecrets{reconciler.Client}, APIReader: k8s, Scheme: reconciler.Scheme, Clock: reconciler.Clock}
+	s := newScope(getCluster(t, rc), reconciler.Clock.Now(), testr.New(t))
+	if _, _, err := r.reconcileCredentials(testCtx, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.password != pw {
+		t.Error("the pass chose another password than the generated one")
+	}
+	if got := string(ownedSecret(t, rc).Data[resources.PasswordKey]); got != pw {
+		t.Error("the generated password in the owned Secret was replaced")
 	}
 }
