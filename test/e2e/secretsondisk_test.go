@@ -3,11 +3,10 @@
 package e2e
 
 import (
-	"bytes"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
 // checkNoSecretOnDisk fails t when any file of the data volumes of
@@ -19,29 +18,17 @@ import (
 func checkNoSecretOnDisk(t testing.TB, ns string, secrets ...string) {
 	t.Helper()
 	root := filepath.Join(env.stateDir, "volumes", ns)
-	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		files++
-		for _, s := range secrets {
-			if s != "" && bytes.Contains(b, []byte(s)) {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s on a data volume holds a password in plain text", rel)
-			}
-		}
-		return nil
-	})
+	found, files, err := redistest.FilesContaining(root, secrets...)
 	if err != nil {
 		t.Fatalf("reading the data volumes of %s: %v", ns, err)
+	}
+	for _, f := range found {
+		t.Errorf("%s on a data volume holds a password in plain text", f)
 	}
 	if files == 0 {
 		t.Fatalf("no file under %s: the check looked in the wrong place", root)
 	}
-	t.Logf("%d files on the data volumes of %s hold no password", files, ns)
+	if len(found) == 0 {
+		t.Logf("%d files on the data volumes of %s hold no password", files, ns)
+	}
 }

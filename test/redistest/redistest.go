@@ -503,8 +503,17 @@ func logSince(path string, offset int64) string {
 // AOF files, the log) whose content contains s, by path relative to Dir.
 func (n *Node) FilesHolding(s string) []string {
 	n.t.Helper()
-	var found []string
-	err := filepath.WalkDir(n.Dir, func(path string, d os.DirEntry, err error) error {
+	found, _, err := FilesContaining(n.Dir, s)
+	if err != nil {
+		n.t.Fatalf("redistest: reading %s: %v", n.Dir, err)
+	}
+	return found
+}
+
+// FilesContaining walks root and returns the files (paths relative to root) whose content
+// contains any of the non-empty strings in secrets, and how many files it read.
+func FilesContaining(root string, secrets ...string) (found []string, files int, err error) {
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -512,14 +521,15 @@ func (n *Node) FilesHolding(s string) []string {
 		if err != nil {
 			return err
 		}
-		if strings.Contains(string(b), s) {
-			rel, _ := filepath.Rel(n.Dir, path)
-			found = append(found, rel)
+		files++
+		for _, s := range secrets {
+			if s != "" && strings.Contains(string(b), s) {
+				rel, _ := filepath.Rel(root, path)
+				found = append(found, rel)
+				break
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		n.t.Fatalf("redistest: reading %s: %v", n.Dir, err)
-	}
-	return found
+	return found, files, err
 }
