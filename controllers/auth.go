@@ -109,7 +109,7 @@ func ownedSecretName(rc *cachev1beta1.RedisCluster) string { return resources.Se
 func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	owned := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ownedSecretName(rc)}, owned)
+	err := r.getChild(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ownedSecretName(rc)}, owned)
 	switch {
 	case apierrors.IsNotFound(err):
 		owned = nil
@@ -500,9 +500,12 @@ func secretUpToDate(live, desired *corev1.Secret) bool {
 	return true
 }
 
+// getSecret reads a Secret a spec references (spec.auth.secretRef, the
+// Vault tokenSecretRef and caSecretRef) from the API server: such Secrets
+// are not the operator's and so are not in its cache (CacheOptions).
 func (r *RedisClusterReconciler) getSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+	if err := r.reader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
 		return nil, err
 	}
 	return s, nil

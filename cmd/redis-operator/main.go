@@ -10,15 +10,11 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,7 +23,6 @@ import (
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
-	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
@@ -88,8 +83,6 @@ func main() {
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(cachev1beta1.AddToScheme(scheme))
 
-	// Pods and claims are cached only for Redis pods this operator manages.
-	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})
 	shutdownTimeout := gracefulShutdownTimeout(reconciler.PassBudget)
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
@@ -108,10 +101,9 @@ func main() {
 		// process, so the broadcaster it deprecates for leaking goroutines
 		// in shorter-lived managers is safe here.
 		EventBroadcaster: record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 200, QPS: 1.0 / 10}),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Label: managed},
-			&corev1.PersistentVolumeClaim{}: {Label: managed},
-		}},
+		// Children, pods and claims are cached only when they carry the
+		// operator's label; referenced Secrets are never cached.
+		Cache: controllers.CacheOptions(nil),
 	})
 	if err != nil {
 		log.Error(err, "Cannot create the manager")
