@@ -7,6 +7,7 @@ package main
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +60,9 @@ func main() {
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
+	watchNamespaces := flag.String("watch-namespaces", "",
+		"Comma-separated namespaces whose RedisClusters the operator reconciles and whose objects it caches and watches; empty: all namespaces. "+
+			"The namespaced install (kustomize/components/namespaced) grants access in those namespaces only")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// Webhooks (package webhooks): --webhook-certs and the names the
@@ -74,6 +78,7 @@ func main() {
 		"Serve the conversion and validating webhooks; false runs the controller alone, for example outside a cluster against a kubeconfig whose CRDs have no webhooks configured")
 	flag.Parse()
 	reconciler.VaultAddresses = *vaultAddresses
+	reconciler.WatchNamespaces = splitNamespaces(*watchNamespaces)
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -103,7 +108,7 @@ func main() {
 		EventBroadcaster: record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 200, QPS: 1.0 / 10}),
 		// Children, pods and claims are cached only when they carry the
 		// operator's label; referenced Secrets are never cached.
-		Cache: controllers.CacheOptions(nil),
+		Cache: controllers.CacheOptions(reconciler.WatchNamespaces),
 	})
 	if err != nil {
 		log.Error(err, "Cannot create the manager")
@@ -137,7 +142,7 @@ func main() {
 	}
 
 	log.Info("Starting the manager", "leaderElect", leaderElect, "resyncPeriod", reconciler.ResyncPeriod.String(),
-		"gracefulShutdownTimeout", shutdownTimeout.String())
+		"gracefulShutdownTimeout", shutdownTimeout.String(), "watchNamespaces", reconciler.WatchNamespaces)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped with an error")
 		os.Exit(1)
@@ -185,4 +190,17 @@ func defaultNamespace() string {
 		}
 	}
 	return "default"
+}
+
+// splitNamespaces parses --watch-namespaces: comma-separated names, blanks
+// around them and empty entries ignored, duplicates dropped, in the given
+// order; nil when none is named (all namespaces).
+func splitNamespaces(flagValue string) []string {
+	var out []string
+	for _, ns := range strings.Split(flagValue, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
