@@ -68,6 +68,7 @@ bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local
 	$(MAKE) --no-print-directory bench-reshard
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
 	$(MAKE) --no-print-directory bench-many
+	$(MAKE) --no-print-directory bench-unrelated
 
 .PHONY: bench-many
 bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU, pass p50/p99, API writes, Redis commands; scale-out ratio.
@@ -89,6 +90,10 @@ CONTAINER_TOOL ?= docker
 .PHONY: docker-build
 docker-build: ## Build the operator image (not run in CI: there is no container engine there).
 	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: bench-unrelated
+bench-unrelated: ## Operator RSS with one cluster, before and after 2000 unrelated Secrets and 2000 ConfigMaps (target: within 10%).
+	go test -tags e2e -run '^$$' -bench UnrelatedObjects -benchtime 1x -timeout 30m ./test/e2e/
 
 .PHONY: bench-reshard
 bench-reshard: ## Time the engine scaling 3→4 against redis-cli rebalance (200 000 keys), print the ratio.

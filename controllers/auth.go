@@ -109,15 +109,10 @@ func ownedSecretName(rc *cachev1beta1.RedisCluster) string { return resources.Se
 func (r *RedisClusterReconciler) reconcileCredentials(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	owned := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: rc.Namespace, Name: ownedSecretName(rc)}
-	err := r.Client.Get(ctx, key, owned)
-	if apierrors.IsNotFound(err) {
-		// The cache may not have the Secret a pass just created: ask the
-		// API server before treating it as missing, or a generated
-		// password would be generated again and replace the one the first
-		// pods started with.
-		err = r.reader().Get(ctx, key, owned)
-	}
+	// getChild asks the API server when the cache does not show the Secret
+	// (a pass may just have created it): a generated password is never
+	// generated again to replace the one the first pods started with.
+	err := r.getChild(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ownedSecretName(rc)}, owned)
 	switch {
 	case apierrors.IsNotFound(err):
 		owned = nil
@@ -508,9 +503,12 @@ func secretUpToDate(live, desired *corev1.Secret) bool {
 	return true
 }
 
+// getSecret reads a Secret a spec references (spec.auth.secretRef, the
+// Vault tokenSecretRef and caSecretRef) from the API server: such Secrets
+// are not the operator's and so are not in its cache (CacheOptions).
 func (r *RedisClusterReconciler) getSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+	if err := r.reader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
 		return nil, err
 	}
 	return s, nil

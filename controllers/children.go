@@ -41,10 +41,10 @@ func checkControlled(rc *cachev1beta1.RedisCluster, live client.Object) error {
 // fields never cause a write and a settled cluster makes none, while a
 // hand edit (a StatefulSet scaled to 0, an edited ConfigMap, a removed
 // Service port) is reverted in the next pass. live must be an empty object
-// of desired's type; it is filled from the cache. It reports whether it
-// wrote.
+// of desired's type; it is filled from the cache (or the API server, see
+// getChild). It reports whether it wrote.
 func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, live client.Object) (bool, error) {
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	err := r.getChild(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

@@ -33,7 +33,7 @@ func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *sco
 		return ctrl.Result{}, false, nil
 	}
 	cm := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: resources.ConfigMapName(s.rc.Name)}, cm); err != nil {
+	if err := r.getChild(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: resources.ConfigMapName(s.rc.Name)}, cm); err != nil {
 		return ctrl.Result{}, true, fmt.Errorf("reading ConfigMap: %w", err)
 	}
 	desired := resources.LiveConfig(s.rc)

@@ -85,8 +85,10 @@ const (
 type RedisClusterReconciler struct {
 	Client client.Client
 	// APIReader reads from the API server, not the cache: the fresh
-	// object a status write lost to a conflict is retried on. Default: the
-	// manager's; Client when unset outside a manager.
+	// object a status write lost to a conflict is retried on, the Secrets
+	// a spec references (getSecret) and a child's name missing from the
+	// cache (getChild). Default: the manager's; Client when unset outside
+	// a manager.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  record.EventRecorder
@@ -115,6 +117,11 @@ type RedisClusterReconciler struct {
 	// zero value allows any https address. A refused address gives
 	// CredentialsReady=False/InvalidSpec and no token leaves the operator.
 	VaultAddresses credentials.AddressPolicy
+	// WatchNamespaces are the namespaces whose RedisClusters and Secrets
+	// the controller watches (flag --watch-namespaces); empty watches all.
+	// The manager's cache must be restricted to the same namespaces
+	// (CacheOptions).
+	WatchNamespaces []string
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
@@ -159,6 +166,10 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1beta1.RedisCluster{}, authSecretIndex, indexAuthSecret); err != nil {
 		return fmt.Errorf("indexing RedisClusters by auth Secret: %w", err)
 	}
+	referencedSecrets, err := r.referencedSecretSource(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// A spec change (generation) or an annotation (refresh, skip
 		// cleanup); not the controller's own status writes, which would
@@ -176,8 +187,10 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetLabels()[resources.LabelManagedBy] == resources.ManagedBy
 			}))).
-		// A change of the Secret that spec.auth.secretRef names.
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters)).
+		// A change of the Secret that spec.auth.secretRef names, seen
+		// metadata-only (the Secret is not the operator's, so not in the
+		// manager's cache; see referencedSecretSource).
+		WatchesRawSource(referencedSecrets).
 		WithOptions(opts).
 		Complete(r)
 }

@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -39,8 +40,10 @@ import (
 var (
 	k8s        client.Client // the tests' own client, not counted
 	reconciler *RedisClusterReconciler
-	writes     = &writeLog{}
-	testCtx    context.Context
+	// managerCache is the manager's cache (CacheOptions), to check what it holds.
+	managerCache cache.Cache
+	writes       = &writeLog{}
+	testCtx      context.Context
 )
 
 // writeLog records every write the controller's client makes.
@@ -152,10 +155,12 @@ func runSuite(m *testing.M) int {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		NewClient:              countingClient,
+		Cache:                  CacheOptions(nil),
 	})
 	if err != nil {
 		panic(err)
 	}
+	managerCache = mgr.GetCache()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	testCtx = logf.IntoContext(ctx, ctrl.Log.WithName("test"))

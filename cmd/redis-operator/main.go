@@ -7,18 +7,15 @@ package main
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,7 +24,6 @@ import (
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
-	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
@@ -64,6 +60,9 @@ func main() {
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
+	watchNamespaces := flag.String("watch-namespaces", "",
+		"Comma-separated namespaces whose RedisClusters the operator reconciles and whose objects it caches and watches; empty: all namespaces. "+
+			"The namespaced install (kustomize/components/namespaced) grants access in those namespaces only")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// Webhooks (package webhooks): --webhook-certs and the names the
@@ -79,6 +78,7 @@ func main() {
 		"Serve the conversion and validating webhooks; false runs the controller alone, for example outside a cluster against a kubeconfig whose CRDs have no webhooks configured")
 	flag.Parse()
 	reconciler.VaultAddresses = *vaultAddresses
+	reconciler.WatchNamespaces = splitNamespaces(*watchNamespaces)
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -88,8 +88,6 @@ func main() {
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(cachev1beta1.AddToScheme(scheme))
 
-	// Pods and claims are cached only for Redis pods this operator manages.
-	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})
 	shutdownTimeout := gracefulShutdownTimeout(reconciler.PassBudget)
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
@@ -108,10 +106,9 @@ func main() {
 		// process, so the broadcaster it deprecates for leaking goroutines
 		// in shorter-lived managers is safe here.
 		EventBroadcaster: record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 200, QPS: 1.0 / 10}),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Label: managed},
-			&corev1.PersistentVolumeClaim{}: {Label: managed},
-		}},
+		// Children, pods and claims are cached only when they carry the
+		// operator's label; referenced Secrets are never cached.
+		Cache: controllers.CacheOptions(reconciler.WatchNamespaces),
 	})
 	if err != nil {
 		log.Error(err, "Cannot create the manager")
@@ -145,7 +142,7 @@ func main() {
 	}
 
 	log.Info("Starting the manager", "leaderElect", leaderElect, "resyncPeriod", reconciler.ResyncPeriod.String(),
-		"gracefulShutdownTimeout", shutdownTimeout.String())
+		"gracefulShutdownTimeout", shutdownTimeout.String(), "watchNamespaces", reconciler.WatchNamespaces)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped with an error")
 		os.Exit(1)
@@ -193,4 +190,17 @@ func defaultNamespace() string {
 		}
 	}
 	return "default"
+}
+
+// splitNamespaces parses --watch-namespaces: comma-separated names, blanks
+// around them and empty entries ignored, duplicates dropped, in the given
+// order; nil when none is named (all namespaces).
+func splitNamespaces(flagValue string) []string {
+	var out []string
+	for _, ns := range strings.Split(flagValue, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }

@@ -66,11 +66,22 @@ const (
 )
 
 // The RBAC the self-managed certificates need: the Secret in the operator's
-// namespace, and the two objects the CA bundle goes into.
+// namespace, and the two objects the CA bundle goes into. Reading and
+// writing are granted on those objects by name (the defaults above; an
+// install that changes --webhook-secret-name, --webhook-configuration-name
+// or the CRD must change these rules too). Listing and watching cannot
+// be: the rotator (github.com/open-policy-agent/cert-controller
+// pkg/rotator) watches Secrets of the namespace, webhook configurations
+// and CRDs through informers without a name selector, and creating the
+// Secret cannot be either (the name is not part of a create's
+// authorization).
 //
-// +kubebuilder:rbac:groups="",namespace=redis-operator-system,resources=secrets,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=redis-operator-system,resources=secrets,verbs=list;watch;create
+// +kubebuilder:rbac:groups="",namespace=redis-operator-system,resources=secrets,verbs=get;update,resourceNames=redis-operator-webhook-cert
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;update,resourceNames=redis-operator-validating-webhook
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;update,resourceNames=redisclusters.cache.redis.io
 
 // Options configure the self-managed certificates. Zero values take the
 // defaults above; Namespace defaults to DefaultNamespace.
