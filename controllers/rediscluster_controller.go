@@ -311,14 +311,19 @@ func (r *RedisClusterReconciler) validateSpec(_ context.Context, s *scope) (ctrl
 	return ctrl.Result{}, false, nil
 }
 
-// updateFinalizer adds or removes the finalizer, re-reading the object on
-// conflict.
+// updateFinalizer adds or removes the finalizer with a JSON merge patch
+// of metadata.finalizers alone, guarded by the resourceVersion and retried
+// with a fresh read on conflict. Never an Update of the whole object: the
+// Go types serialise unset struct fields as empty objects (spec.pod: {}),
+// which would make the operator a manager of spec fields and bump
+// metadata.generation, drift that Argo CD shows.
 func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev1beta1.RedisCluster, add bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		latest := &cachev1beta1.RedisCluster{}
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(rc), latest); err != nil {
 			return err
 		}
+		base := latest.DeepCopy()
 		changed := false
 		if add {
 			changed = controllerutil.AddFinalizer(latest, cachev1beta1.Finalizer)
@@ -329,7 +334,8 @@ func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev
 			latest.DeepCopyInto(rc)
 			return nil
 		}
-		if err := r.Client.Update(ctx, latest); err != nil {
+		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+		if err := r.Client.Patch(ctx, latest, patch, client.FieldOwner(FieldOwner)); err != nil {
 			return err
 		}
 		latest.DeepCopyInto(rc)
