@@ -131,7 +131,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	p.node, err = node.Start(ctx, node.Config{
 		Name: o.NodeName, StateDir: stateDir, Client: nodeClient,
 		APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.Kubelet,
-		PKI: p.cp.PKI, Log: slog.New(slog.NewTextHandler(logFile, nil)),
+		PKI: p.cp.PKI, BinDir: binDir, Log: slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {
 		return nil, err

@@ -99,6 +99,26 @@ type ControlPlane struct {
 // RunDir is where pid records of the plane's children live.
 func RunDir(stateDir string) string { return filepath.Join(stateDir, "run") }
 
+// AuditLog is the API server's audit log in LogDir: one JSON event per
+// line (audit.k8s.io/v1 Event, stage ResponseComplete, level Metadata) for
+// every request made by a service account outside kube-system, so a test
+// can tell what a pod's own identity was allowed and refused
+// (responseStatus.code 403).
+const AuditLog = "kube-apiserver-audit.log"
+
+// auditPolicyYAML: the kube-system controllers' service accounts are
+// not logged; every other service account is, at Metadata level.
+const auditPolicyYAML = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system"]
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
+`
+
 // LogDir is where the plane's components write their output.
 func LogDir(stateDir string) string { return filepath.Join(stateDir, "logs") }
 
@@ -180,6 +200,10 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		return nil, err
 	}
 
+	auditPolicy := filepath.Join(o.StateDir, "pki", "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o644); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
 	api, err := cp.start("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
@@ -204,6 +228,15 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--kubelet-preferred-address-types=InternalIP",
 		"--cert-dir="+filepath.Join(o.StateDir, "pki"),
 		"--profiling=false",
+		// Webhooks and aggregated APIs are called on their Service's
+		// endpoints (pod IP and port), as no kube-proxy routes ClusterIPs
+		// for the API server: a webhook's service clientConfig works as
+		// shipped.
+		"--enable-aggregator-routing=true",
+		"--audit-policy-file="+auditPolicy,
+		"--audit-log-path="+filepath.Join(LogDir(o.StateDir), AuditLog),
+		"--audit-log-format=json",
+		"--audit-log-maxsize=100",
 	)
 	if err != nil {
 		return nil, err

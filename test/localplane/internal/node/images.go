@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -22,8 +23,14 @@ type Image struct {
 	Cmd        []string
 	// WorkingDir is the image's WORKDIR.
 	WorkingDir string
-	// Package is the Debian package that provides the binaries.
-	Package string
+	// User is the image's numeric USER (nil: root), the uid a container
+	// runs as when its security context names none.
+	User *int64
+	// Install says how to get the binaries ("apt-get install redis-server").
+	Install string
+	// copied are the Binaries that are this checkout's builds rather than
+	// the machine's packages: the node runs copies of them (copyBinaries).
+	copied bool
 	// serverPrefix is the server binary that the image's
 	// docker-entrypoint.sh puts in front of arguments starting with "-" or
 	// ending in ".conf" (redis and valkey images do this).
@@ -38,14 +45,32 @@ func (e *ImageError) Error() string { return e.msg }
 
 const redisServer, redisCLI = "/usr/bin/redis-server", "/usr/bin/redis-cli"
 
+// operatorUser is the USER of the operator's image (the Dockerfile's
+// distroless nonroot user).
+const operatorUser int64 = 65532
+
 // LookupImage maps an image reference to its local stand-in: repositories
+// ending in "redis-operator" run binDir/redis-operator (this checkout's
+// operator, built by `go build ./cmd/redis-operator`) as the Dockerfile's
+// image does (entrypoint /redis-operator, user 65532); repositories
 // ending in "redis" or "valkey" run the local redis-server (Debian
 // redis-server; valkey images get Redis 7.0, not Valkey), repositories
 // ending in "redis_exporter" or "redis-exporter" run Debian's
 // prometheus-redis-exporter (the same oliver006 exporter).
-func LookupImage(ref string) (*Image, error) {
+func LookupImage(ref, binDir string) (*Image, error) {
 	repo := repository(ref)
 	switch {
+	case strings.HasSuffix(repo, "redis-operator"):
+		user := operatorUser
+		return &Image{
+			Name:       "redis-operator",
+			Binaries:   map[string]string{"redis-operator": filepath.Join(binDir, "redis-operator")},
+			Entrypoint: []string{"/redis-operator"},
+			WorkingDir: "/",
+			User:       &user,
+			copied:     true,
+			Install:    "go build -o bin/redis-operator ./cmd/redis-operator",
+		}, nil
 	case strings.HasSuffix(repo, "redis_exporter"), strings.HasSuffix(repo, "redis-exporter"):
 		const exporter = "/usr/bin/prometheus-redis-exporter"
 		return &Image{
@@ -53,7 +78,7 @@ func LookupImage(ref string) (*Image, error) {
 			Binaries:   map[string]string{"redis_exporter": exporter},
 			Entrypoint: []string{"/redis_exporter"},
 			WorkingDir: "/",
-			Package:    "prometheus-redis-exporter",
+			Install:    "apt-get install prometheus-redis-exporter",
 		}, nil
 	case strings.HasSuffix(repo, "redis"):
 		return &Image{
@@ -66,7 +91,7 @@ func LookupImage(ref string) (*Image, error) {
 			Entrypoint:   []string{"docker-entrypoint.sh"},
 			Cmd:          []string{"redis-server"},
 			WorkingDir:   "/data",
-			Package:      "redis-server",
+			Install:      "apt-get install redis-server",
 			serverPrefix: "redis-server",
 		}, nil
 	case strings.HasSuffix(repo, "valkey"):
@@ -79,12 +104,29 @@ func LookupImage(ref string) (*Image, error) {
 			Entrypoint:   []string{"docker-entrypoint.sh"},
 			Cmd:          []string{"valkey-server"},
 			WorkingDir:   "/data",
-			Package:      "redis-server",
+			Install:      "apt-get install redis-server",
 			serverPrefix: "valkey-server",
 		}, nil
 	}
 	return nil, &ImageError{msg: fmt.Sprintf(
 		"image %q has no local stand-in on the local plane (known: repositories ending in redis, valkey, redis_exporter)", ref)}
+}
+
+// copyBinaries replaces each of a copied image's Binaries with the path
+// sync returns for it (Node.syncImageBinary); other images are left as
+// they are.
+func (im *Image) copyBinaries(sync func(src string) (string, error)) error {
+	if !im.copied {
+		return nil
+	}
+	for name, src := range im.Binaries {
+		dst, err := sync(src)
+		if err != nil {
+			return fmt.Errorf("image %s: %s: %w (build it: %s)", im.Name, name, err, im.Install)
+		}
+		im.Binaries[name] = dst
+	}
+	return nil
 }
 
 // repository strips the tag and digest from an image reference:
@@ -137,7 +179,7 @@ func (im *Image) Argv(command, args []string) ([]string, error) {
 func (im *Image) Resolve(name string) (string, error) {
 	if bin, ok := im.Binaries[path.Base(name)]; ok {
 		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("%s (standing in for %s in image %s) is not installed: apt-get install %s", bin, name, im.Name, im.Package)
+			return "", fmt.Errorf("%s (standing in for %s in image %s) is not installed: %s", bin, name, im.Name, im.Install)
 		}
 		return bin, nil
 	}

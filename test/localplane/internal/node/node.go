@@ -71,7 +71,10 @@ type Config struct {
 	// PKI supplies the serving certificate and the CA that client
 	// certificates must chain to.
 	PKI pki.Files
-	Log *slog.Logger
+	// BinDir holds redis-operator, which the operator's image runs
+	// (LookupImage).
+	BinDir string
+	Log    *slog.Logger
 }
 
 // Node is a running process node.
@@ -81,6 +84,7 @@ type Node struct {
 	client   kubernetes.Interface
 	log      *slog.Logger
 	stateDir string
+	binDir   string
 	name     string
 	hostIP   string
 	ips      *ipAllocator
@@ -138,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	n := &Node{
-		ctx: ctx, cancel: cancel, client: cfg.Client, log: cfg.Log, stateDir: cfg.StateDir,
+		ctx: ctx, cancel: cancel, client: cfg.Client, log: cfg.Log, stateDir: cfg.StateDir, binDir: cfg.BinDir,
 		name: cfg.Name, hostIP: "127.0.0.1", ips: newIPAllocator(),
 		pods: map[string]*podRuntime{}, dying: map[types.UID]*podRuntime{},
 	}

@@ -17,6 +17,10 @@ import (
 )
 
 func TestLookupImageArgv(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "redis-operator"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		image         string
 		command, args []string
@@ -33,12 +37,14 @@ func TestLookupImageArgv(t *testing.T) {
 		{image: "redis:7.0", command: []string{"sh", "-c", "exit 0"}, want: []string{"/usr/bin/sh", "-c", "exit 0"}},
 		{image: "oliver006/redis_exporter:v1.62.0", args: []string{"--redis.addr=redis://127.64.0.2:6379"},
 			want: []string{"/usr/bin/prometheus-redis-exporter", "--redis.addr=redis://127.64.0.2:6379"}},
+		{image: "ghcr.io/redis-operator/redis-operator:v0.2.0", command: []string{"/redis-operator"}, args: []string{"--leader-elect"},
+			want: []string{filepath.Join(bin, "redis-operator"), "--leader-elect"}},
 		{image: "nginx:1.27", wantErr: "no local stand-in"},
 		{image: "registry:5000/redis-stack:7", wantErr: "no local stand-in"},
 		{image: "redis:7.0", command: []string{"no-such-tool-here"}, wantErr: "no local stand-in"},
 	}
 	for _, c := range cases {
-		im, err := LookupImage(c.image)
+		im, err := LookupImage(c.image, bin)
 		var got []string
 		if err == nil {
 			got, err = im.Argv(c.command, c.args)
@@ -198,7 +204,7 @@ func TestContainerIdentity(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{
 		RunAsUser: &user, RunAsGroup: &group, FSGroup: &fs, SupplementalGroups: []int64{3000, 5},
 	}}}
-	id, err := containerIdentity(pod, &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsUser: &other}})
+	id, err := containerIdentity(pod, &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsUser: &other}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +214,13 @@ func TestContainerIdentity(t *testing.T) {
 	if !slices.Equal(id.wrap([]string{"redis-server"})[1:5], []string{"--reuid=999", "--regid=2000", "--groups=5,3000", "--pdeathsig=keep"}) {
 		t.Errorf("wrap = %q", id.wrap([]string{"redis-server"}))
 	}
-	if _, err := containerIdentity(&corev1.Pod{}, &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes}}); err == nil {
+	nonRoot := &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes}}
+	if _, err := containerIdentity(&corev1.Pod{}, nonRoot, nil); err == nil {
 		t.Error("runAsNonRoot without a user was accepted")
+	}
+	// The image's USER is the default: the operator's image runs as 65532.
+	image := int64(65532)
+	if id, err := containerIdentity(&corev1.Pod{}, nonRoot, &image); err != nil || *id.uid != 65532 {
+		t.Errorf("runAsNonRoot with the image's user 65532: %+v, %v", id, err)
 	}
 }

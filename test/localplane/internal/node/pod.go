@@ -313,7 +313,10 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 	restarts := c.restartCount
 	pr.mu.Unlock()
 
-	image, err := LookupImage(spec.Image)
+	image, err := LookupImage(spec.Image, pr.n.binDir)
+	if err == nil {
+		err = image.copyBinaries(pr.n.syncImageBinary)
+	}
 	if err != nil {
 		pr.setWaiting(c, "ErrImagePull", err.Error(), "Failed")
 		return 0, false
@@ -328,7 +331,7 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 		pr.setWaiting(c, "CreateContainerConfigError", err.Error(), "Failed")
 		return 0, false
 	}
-	id, err := containerIdentity(pod, &spec)
+	id, err := containerIdentity(pod, &spec, image.User)
 	if err != nil {
 		pr.setWaiting(c, "CreateContainerConfigError", err.Error(), "Failed")
 		return 0, false
@@ -755,9 +758,10 @@ func tailFile(path string, lines, maxBytes int) string {
 }
 
 // containerIdentity merges the pod's and the container's security
-// contexts: runAsUser and runAsGroup (container first), supplementalGroups
-// and fsGroup as supplementary groups, and the runAsNonRoot check.
-func containerIdentity(pod *corev1.Pod, c *corev1.Container) (identity, error) {
+// contexts: runAsUser and runAsGroup (container first, then the image's
+// USER, imageUser; nil: root), supplementalGroups and fsGroup as
+// supplementary groups, and the runAsNonRoot check.
+func containerIdentity(pod *corev1.Pod, c *corev1.Container, imageUser *int64) (identity, error) {
 	var id identity
 	var nonRoot *bool
 	if psc := pod.Spec.SecurityContext; psc != nil {
@@ -777,6 +781,9 @@ func containerIdentity(pod *corev1.Pod, c *corev1.Container) (identity, error) {
 		if sc.RunAsNonRoot != nil {
 			nonRoot = sc.RunAsNonRoot
 		}
+	}
+	if id.uid == nil {
+		id.uid = imageUser
 	}
 	if nonRoot != nil && *nonRoot && (id.uid == nil || *id.uid == 0) {
 		return id, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", pod.Name, c.Name)
