@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
@@ -144,5 +146,38 @@ func TestDocumentedKubectlCommands(t *testing.T) {
 	}
 	if len(cmds) < 8 {
 		t.Errorf("found only %d documented kubectl commands: %v", len(cmds), cmds)
+	}
+}
+
+// TestReadmeExampleIsTheFile: the RedisCluster the README shows is the one
+// examples/rediscluster.yaml applies, field for field (comments aside).
+func TestReadmeExampleIsTheFile(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join("..", "..", "examples", "rediscluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown string
+	for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(block[1], "kind: RedisCluster") && strings.Contains(block[1], "name: example") {
+			shown = block[1]
+			break
+		}
+	}
+	if shown == "" {
+		t.Fatal("the README shows no RedisCluster named example")
+	}
+	var want, got map[string]any
+	if err := yaml.Unmarshal(file, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(shown), &got); err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	if !cmp.Equal(got, want) {
+		t.Errorf("the README's example differs from examples/rediscluster.yaml:\n%s", cmp.Diff(want, got))
 	}
 }
