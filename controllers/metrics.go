@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -24,6 +25,7 @@ type clusterMetrics struct {
 	shards        *prometheus.GaugeVec
 	readyPods     *prometheus.GaugeVec
 	ready         *prometheus.GaugeVec
+	credentials   *prometheus.GaugeVec
 }
 
 var (
@@ -46,9 +48,10 @@ func registerMetrics() *clusterMetrics {
 			shards:        gauge("redis_cluster_shards", "Masters that own slots."),
 			readyPods:     gauge("redis_cluster_ready_pods", "Redis pods that are ready, masters and replicas."),
 			ready:         gauge("redis_cluster_ready", "1 when the RedisCluster's Ready condition is True, else 0."),
+			credentials:   gauge("redis_cluster_credentials_ready", "1 when the RedisCluster's CredentialsReady condition is True (its password source was read), else 0."),
 		}
 		metrics.Registry.MustRegister(theMetrics.stateOK, theMetrics.slotsAssigned, theMetrics.knownNodes,
-			theMetrics.migrating, theMetrics.shards, theMetrics.readyPods, theMetrics.ready)
+			theMetrics.migrating, theMetrics.shards, theMetrics.readyPods, theMetrics.ready, theMetrics.credentials)
 	})
 	return theMetrics
 }
@@ -68,6 +71,7 @@ func (m *clusterMetrics) observe(rc *cachev1beta1.RedisCluster, t *status.Topolo
 	l := prometheus.Labels{"namespace": rc.Namespace, "name": rc.Name}
 	m.readyPods.With(l).Set(float64(rc.Status.ReadyReplicas))
 	m.ready.With(l).Set(b2f(rc.Status.Phase == cachev1beta1.PhaseReady))
+	m.credentials.With(l).Set(b2f(meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)))
 	if t == nil {
 		return
 	}
@@ -84,7 +88,7 @@ func (m *clusterMetrics) forget(namespace, name string) {
 		return
 	}
 	l := prometheus.Labels{"namespace": namespace, "name": name}
-	for _, g := range []*prometheus.GaugeVec{m.stateOK, m.slotsAssigned, m.knownNodes, m.migrating, m.shards, m.readyPods, m.ready} {
+	for _, g := range []*prometheus.GaugeVec{m.stateOK, m.slotsAssigned, m.knownNodes, m.migrating, m.shards, m.readyPods, m.ready, m.credentials} {
 		g.Delete(l)
 	}
 }

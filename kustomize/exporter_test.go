@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -68,6 +69,13 @@ func scrapeExporter(t *testing.T, addr string) map[string][]sample {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return samplesOf(families)
+}
+
+// samplesOf returns the series of metric families by series name: a
+// summary's NAME{quantile}, NAME_sum and NAME_count, a histogram's
+// NAME_bucket{le}, NAME_sum and NAME_count, as PromQL names them.
+func samplesOf(families map[string]*dto.MetricFamily) map[string][]sample {
 	out := map[string][]sample{}
 	for name, f := range families {
 		for _, m := range f.GetMetric() {
@@ -75,11 +83,22 @@ func scrapeExporter(t *testing.T, addr string) map[string][]sample {
 			for _, lp := range m.GetLabel() {
 				ls[model.LabelName(lp.GetName())] = model.LabelValue(lp.GetValue())
 			}
-			v := m.GetGauge().GetValue()
-			if m.GetUntyped() != nil {
-				v = m.GetUntyped().GetValue()
+			switch f.GetType() {
+			case dto.MetricType_SUMMARY:
+				out[name] = append(out[name], sample{labels: ls.Merge(model.LabelSet{"quantile": ""})})
+				out[name+"_sum"] = append(out[name+"_sum"], sample{ls, m.GetSummary().GetSampleSum()})
+				out[name+"_count"] = append(out[name+"_count"], sample{ls, float64(m.GetSummary().GetSampleCount())})
+			case dto.MetricType_HISTOGRAM:
+				out[name+"_bucket"] = append(out[name+"_bucket"], sample{labels: ls.Merge(model.LabelSet{"le": ""})})
+				out[name+"_sum"] = append(out[name+"_sum"], sample{ls, m.GetHistogram().GetSampleSum()})
+				out[name+"_count"] = append(out[name+"_count"], sample{ls, float64(m.GetHistogram().GetSampleCount())})
+			case dto.MetricType_COUNTER:
+				out[name] = append(out[name], sample{ls, m.GetCounter().GetValue()})
+			case dto.MetricType_UNTYPED:
+				out[name] = append(out[name], sample{ls, m.GetUntyped().GetValue()})
+			default:
+				out[name] = append(out[name], sample{ls, m.GetGauge().GetValue()})
 			}
-			out[name] = append(out[name], sample{ls, v})
 		}
 	}
 	return out
@@ -91,25 +110,9 @@ func scrapeExporter(t *testing.T, addr string) map[string][]sample {
 // they select (role="master"), and reads as the healthy cluster is:
 // cluster_state ok, all slots ok, the master with one connected replica.
 func TestAlertsUseRealExporterSeries(t *testing.T) {
-	nodes := redistest.Start(t, 2, redistest.Options{})
-	master, replica := nodes[0], nodes[1]
-	master.Do("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-	replica.Do("CLUSTER", "MEET", "127.0.0.1", master.Port())
-	masterID := master.Do("CLUSTER", "MYID").(string)
-	waitFor(t, "the replica to learn the master", func() bool {
-		return strings.Contains(replica.Do("CLUSTER", "NODES").(string), masterID)
-	})
-	replica.Do("CLUSTER", "REPLICATE", masterID)
-	waitFor(t, "replication and cluster_state ok", func() bool {
-		return strings.Contains(master.Do("INFO", "replication").(string), "connected_slaves:1") &&
-			strings.Contains(master.Do("CLUSTER", "INFO").(string), "cluster_state:ok")
-	})
-
-	scrapes := map[string]map[string][]sample{
-		"master":  scrapeExporter(t, master.Addr()),
-		"replica": scrapeExporter(t, replica.Addr()),
-	}
+	scrapes := healthyClusterScrapes(t)
 	role := func(node string) model.LabelValue {
+
 		if s := scrapes[node]["redis_instance_info"]; len(s) == 1 {
 			return s[0].labels["role"]
 		}
@@ -172,6 +175,33 @@ func TestAlertsUseRealExporterSeries(t *testing.T) {
 		if len(got) != 1 || got[0].value != w.value {
 			t.Errorf("%s: %s = %v, want one series of value %v", w.node, w.metric, got, w.value)
 		}
+	}
+}
+
+// healthyClusterScrapes starts a real Redis Cluster (a master owning every
+// slot, holding one key, and its replica), waits until replication is up and
+// cluster_state is ok, and returns one redis_exporter scrape of each node by
+// "master" and "replica".
+func healthyClusterScrapes(t *testing.T) map[string]map[string][]sample {
+	t.Helper()
+	nodes := redistest.Start(t, 2, redistest.Options{})
+	master, replica := nodes[0], nodes[1]
+	master.Do("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+	replica.Do("CLUSTER", "MEET", "127.0.0.1", master.Port())
+	masterID := master.Do("CLUSTER", "MYID").(string)
+	waitFor(t, "the replica to learn the master", func() bool {
+		return strings.Contains(replica.Do("CLUSTER", "NODES").(string), masterID)
+	})
+	replica.Do("CLUSTER", "REPLICATE", masterID)
+	waitFor(t, "replication and cluster_state ok", func() bool {
+		return strings.Contains(master.Do("INFO", "replication").(string), "connected_slaves:1") &&
+			strings.Contains(master.Do("CLUSTER", "INFO").(string), "cluster_state:ok")
+	})
+
+	master.Do("SET", "key", "value")
+	return map[string]map[string][]sample{
+		"master":  scrapeExporter(t, master.Addr()),
+		"replica": scrapeExporter(t, replica.Addr()),
 	}
 }
 

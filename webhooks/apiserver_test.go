@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -303,6 +304,23 @@ func TestConversionThroughAPIServer(t *testing.T) {
 	}
 	if viaAlpha.Spec.Replicas != 9 || viaAlpha.Spec.StorageClass != "fast" || viaAlpha.Status.MasterPod != "beta-0-0" || viaAlpha.Status.ReadyReplicas != 9 {
 		t.Fatalf("v1beta1 3×(1+2) read as v1alpha1: spec %+v status %+v", viaAlpha.Spec, viaAlpha.Status)
+	}
+	// The annotation holds only what v1alpha1 cannot: no conditions,
+	// masterPod, readyReplicas, resources, config or storage class.
+	var data struct {
+		Spec   map[string]json.RawMessage `json:"spec"`
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(viaAlpha.Annotations[cachev1alpha1.ConversionDataAnnotation]), &data); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"conditions", "masterPod", "readyReplicas"} {
+		if _, ok := data.Status[key]; ok {
+			t.Errorf("v1alpha1 read carries status.%s in %s", key, cachev1alpha1.ConversionDataAnnotation)
+		}
+	}
+	if string(data.Spec["resources"]) != "{}" || data.Spec["config"] != nil || strings.Contains(string(data.Spec["storage"]), "storageClassName") {
+		t.Errorf("v1alpha1 read carries spec fields v1alpha1 holds in %s: %s", cachev1alpha1.ConversionDataAnnotation, viaAlpha.Annotations[cachev1alpha1.ConversionDataAnnotation])
 	}
 	viaAlpha.Spec.Replicas = 12
 	if err := c.Update(ctx, viaAlpha); err != nil {

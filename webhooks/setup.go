@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 
@@ -131,10 +132,21 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return err
 		}
 	}
+	started := mgr.GetWebhookServer().StartedChecker()
 	switch opts.Certs {
 	case "", CertsSelfManaged:
-		if _, err := certs.Setup(mgr, opts.SelfManaged); err != nil {
+		c, err := certs.Setup(mgr, opts.SelfManaged)
+		if err != nil {
 			return err
+		}
+		// Dial the server only once it has a certificate to present: a
+		// handshake it must refuse is logged by net/http as an error.
+		tlsStarted := started
+		started = func(req *http.Request) error {
+			if _, err := c.GetCertificate(nil); err != nil {
+				return err
+			}
+			return tlsStarted(req)
 		}
 	case CertsCertManager:
 	default:
@@ -172,7 +184,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Complete(); err != nil {
 		return fmt.Errorf("setting up the v1alpha1 RedisCluster webhooks: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	if err := mgr.AddReadyzCheck("webhook-server", started); err != nil {
 		return fmt.Errorf("adding the webhook server readiness check: %w", err)
 	}
 	return nil

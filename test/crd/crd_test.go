@@ -24,7 +24,10 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
-var k8s client.Client
+var (
+	k8s     client.Client
+	testEnv *envtest.Environment
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -43,6 +46,7 @@ func TestMain(m *testing.M) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	testEnv = env
 	cfg, err := env.Start()
 	if err != nil {
 		panic("starting envtest (run `make tools` first): " + err.Error())

@@ -12,7 +12,12 @@
 // replicas agree through the Secret's resourceVersion.
 //
 // This package adds what the rotator leaves to its user: it creates the
-// Secret when it is missing, and it serves the certificate to the webhook
+// Secret when it is missing, already holding a CA and a serving certificate
+// made by the rotator's own functions, and starts the rotator only once the
+// rotator's cache holds that Secret, so that a normal start logs no error
+// (an empty Secret made every replica's rotator and its webhook reconciler
+// race to fill it: "the object has been modified", "Cert secret is not
+// well-formed, missing ca.crt"). It serves the certificate to the webhook
 // server straight from the Secret (no volume mount, so no wait for the
 // kubelet to refresh one): every replica watches the Secret and swaps the
 // certificate in as soon as it changes. It also writes tls.crt and tls.key
@@ -25,7 +30,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,14 +37,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -223,7 +223,9 @@ func Setup(mgr manager.Manager, opts Options) (*Certs, error) {
 		RotationCheckFrequency: opts.CheckInterval,
 		ControllerName:         opts.ControllerName,
 	}
-	if err := rotator.AddRotator(secretFirst{Manager: mgr, rotator: cr, certs: c}, cr); err != nil {
+	ensure := &ensureSecretThenRotate{rotator: cr, certs: c, client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
+		logger: mgr.GetLogger().WithName("webhook-certs"), released: make(chan struct{})}
+	if err := rotator.AddRotator(secretFirst{Manager: mgr, rotator: cr, certs: c, ensure: ensure}, cr); err != nil {
 		return nil, fmt.Errorf("setting up the webhook certificate rotator: %w", err)
 	}
 	if err := mgr.Add(&secretWatch{certs: c, mgr: mgr}); err != nil {
@@ -362,83 +364,5 @@ func (w *secretWatch) Start(ctx context.Context) error {
 func (w *secretWatch) loadObject(ctx context.Context, obj any) {
 	if secret, ok := obj.(*corev1.Secret); ok && secret.Name == w.certs.opts.SecretName {
 		w.certs.load(ctx, secret)
-	}
-}
-
-// secretFirst hands rotator.AddRotator the manager, except that the rotator
-// itself is added wrapped in ensureSecretThenRotate: the rotator fails when
-// its Secret does not exist, and this package creates it.
-type secretFirst struct {
-	manager.Manager
-	rotator *rotator.CertRotator
-	certs   *Certs
-}
-
-func (m secretFirst) Add(r manager.Runnable) error {
-	if r == manager.Runnable(m.rotator) {
-		return m.Manager.Add(&ensureSecretThenRotate{rotator: m.rotator, certs: m.certs, client: m.Manager.GetClient(), logger: m.Manager.GetLogger().WithName("webhook-certs")})
-	}
-	return m.Manager.Add(r)
-}
-
-// ensureSecretThenRotate creates the certificate Secret when it is missing
-// and then runs the rotator. The rotator reads the Secret through its own
-// cache, which can lag behind the creation: while it reports the Secret as
-// not found, it is started again after a pause.
-type ensureSecretThenRotate struct {
-	rotator *rotator.CertRotator
-	certs   *Certs
-	client  client.Client
-	logger  logr.Logger
-}
-
-func (*ensureSecretThenRotate) NeedLeaderElection() bool { return false }
-
-func (e *ensureSecretThenRotate) Start(ctx context.Context) error {
-	o := e.certs.opts
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: o.Namespace,
-			Name:      o.SecretName,
-			Labels: map[string]string{
-				"app.kubernetes.io/name":       "redis-operator",
-				"app.kubernetes.io/component":  "webhook",
-				"app.kubernetes.io/managed-by": "redis-operator",
-			},
-		},
-		Type: corev1.SecretTypeOpaque,
-	}
-	// Retry until the Secret exists: readiness stays false meanwhile (for
-	// example while the namespace is missing or RBAC forbids the create).
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 10 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		err := e.client.Create(ctx, secret)
-		switch {
-		case err == nil:
-			e.logger.Info("Created the webhook certificate Secret", "secret", client.ObjectKeyFromObject(secret))
-			return true, nil
-		case apierrors.IsAlreadyExists(err):
-			return true, nil
-		default:
-			e.logger.Error(err, "Creating the webhook certificate Secret", "secret", client.ObjectKeyFromObject(secret))
-			return false, nil
-		}
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("creating the webhook certificate Secret %s/%s: %w", o.Namespace, o.SecretName, err)
-	}
-	for {
-		err := e.rotator.Start(ctx)
-		if err == nil || ctx.Err() != nil || !apierrors.IsNotFound(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
 	}
 }

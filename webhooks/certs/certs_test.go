@@ -32,8 +32,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
@@ -332,7 +330,7 @@ func signed(t *testing.T, names []string, isCA bool, notAfter time.Time, ca *x50
 // follows, the API server trusts the served certificate, a certificate or
 // CA near expiry is renewed, and a second replica shares the Secret.
 func TestSelfManagedCertificates(t *testing.T) {
-	log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	captureLogs()
 	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(repoRoot, "bin")}
 	cfg, err := env.Start()
 	if err != nil {

@@ -19,8 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -133,7 +131,7 @@ func TestLocalPlaneManifests(t *testing.T) {
 // local plane's manifests installed in a real API server. The operator
 // becomes ready and the API server converts and validates through it.
 func TestOperatorAsLocalProcess(t *testing.T) {
-	log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	captureLogs()
 	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(repoRoot, "bin")}
 	cfg, err := env.Start()
 	if err != nil {

@@ -5,22 +5,54 @@ import (
 	"fmt"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
-// ConversionDataAnnotation holds, on a v1alpha1 object, the JSON of the
-// v1beta1 spec and status it was converted from, so that fields v1alpha1
-// cannot express survive a v1beta1 → v1alpha1 → v1beta1 round trip (the
-// approach of Cluster API's conversion-data annotation). It never appears on
-// a v1beta1 object.
+// ConversionDataAnnotation holds, on a v1alpha1 object, the JSON of what
+// v1alpha1 cannot hold of the v1beta1 object it was converted from
+// (hubOnlySpec, hubOnlyStatus), so that a v1alpha1 client that reads, edits
+// and writes back loses nothing (the approach of Cluster API's
+// conversion-data annotation). It never appears on a v1beta1 object.
+//
+// The status part is needed because the API server handles a v1alpha1 write
+// in v1alpha1: it keeps the stored status as v1alpha1 read it and converts
+// that back, so without it every v1alpha1 edit would erase what the operator
+// cannot recompute from Redis (formedTime, the last known masters of lost
+// shards, leavingShards, the rotation step); TestConversionThroughAPIServer
+// in webhooks shows it.
 const ConversionDataAnnotation = "cache.redis.io/conversion-data"
 
 // conversionData is what ConversionDataAnnotation holds.
 type conversionData struct {
 	Spec   cachev1beta1.RedisClusterSpec   `json:"spec"`
-	Status cachev1beta1.RedisClusterStatus `json:"status"`
+	Status cachev1beta1.RedisClusterStatus `json:"status,omitzero"`
+}
+
+// hubOnlySpec returns spec without what v1alpha1 holds itself: resources,
+// config and a non-empty storage class. It keeps shards and replicasPerShard
+// (v1alpha1 holds only the pod count they give) and a storage class set to ""
+// (which v1alpha1 cannot tell from unset).
+func hubOnlySpec(spec *cachev1beta1.RedisClusterSpec) cachev1beta1.RedisClusterSpec {
+	out := *spec.DeepCopy()
+	out.Resources = corev1.ResourceRequirements{}
+	out.Config = nil
+	if sc := out.Storage.StorageClassName; sc != nil && *sc != "" {
+		out.Storage.StorageClassName = nil
+	}
+	return out
+}
+
+// hubOnlyStatus returns status without what v1alpha1's status holds:
+// conditions, masterPod and readyReplicas.
+func hubOnlyStatus(status *cachev1beta1.RedisClusterStatus) cachev1beta1.RedisClusterStatus {
+	out := *status.DeepCopy()
+	out.Conditions = nil
+	out.MasterPod = ""
+	out.ReadyReplicas = 0
+	return out
 }
 
 var _ conversion.Convertible = &RedisCluster{}
@@ -51,8 +83,8 @@ func TotalPods(shards, replicasPerShard int32) int32 {
 // If the count changed and is a multiple of (1 + the previous replicas per
 // shard), the replicas per shard are kept and the shard count follows.
 // Otherwise ShardsFor decides. Resources, config and storageClass map
-// directly; every other v1beta1 field comes back from the annotation, which
-// the hub object never keeps.
+// directly; every other v1beta1 field, of spec and status, comes back from
+// the annotation, which the hub object never keeps.
 func (src *RedisCluster) ConvertTo(dstRaw conversion.Hub) error {
 	dst, ok := dstRaw.(*cachev1beta1.RedisCluster)
 	if !ok {
@@ -69,12 +101,11 @@ func (src *RedisCluster) ConvertTo(dstRaw conversion.Hub) error {
 		dst.Annotations = nil
 	}
 
+	dst.Spec = cachev1beta1.RedisClusterSpec{}
+	dst.Status = cachev1beta1.RedisClusterStatus{}
 	if restored != nil {
 		dst.Spec = restored.Spec
 		dst.Status = restored.Status
-	} else {
-		dst.Spec = cachev1beta1.RedisClusterSpec{}
-		dst.Status = cachev1beta1.RedisClusterStatus{}
 	}
 
 	switch {
@@ -96,6 +127,8 @@ func (src *RedisCluster) ConvertTo(dstRaw conversion.Hub) error {
 		}
 	}
 
+	// v1alpha1's conditions replace any in the annotation (an older operator
+	// wrote the whole status there).
 	dst.Status.Conditions = nil
 	for i := range src.Status.Conditions {
 		dst.Status.Conditions = append(dst.Status.Conditions, *src.Status.Conditions[i].DeepCopy())
@@ -105,8 +138,9 @@ func (src *RedisCluster) ConvertTo(dstRaw conversion.Hub) error {
 	return nil
 }
 
-// ConvertFrom converts the v1beta1 hub to this v1alpha1 version, keeping the
-// whole v1beta1 spec and status in ConversionDataAnnotation.
+// ConvertFrom converts the v1beta1 hub to this v1alpha1 version, keeping in
+// ConversionDataAnnotation the spec and status fields v1alpha1 cannot hold
+// (hubOnlySpec, hubOnlyStatus).
 func (dst *RedisCluster) ConvertFrom(srcRaw conversion.Hub) error {
 	src, ok := srcRaw.(*cachev1beta1.RedisCluster)
 	if !ok {
@@ -128,7 +162,7 @@ func (dst *RedisCluster) ConvertFrom(srcRaw conversion.Hub) error {
 		dst.Status.Conditions = append(dst.Status.Conditions, *src.Status.Conditions[i].DeepCopy())
 	}
 
-	data, err := json.Marshal(conversionData{Spec: src.Spec, Status: src.Status})
+	data, err := json.Marshal(conversionData{Spec: hubOnlySpec(&src.Spec), Status: hubOnlyStatus(&src.Status)})
 	if err != nil {
 		return fmt.Errorf("converting to v1alpha1 RedisCluster %s/%s: marshalling conversion data: %w", src.Namespace, src.Name, err)
 	}

@@ -1,12 +1,16 @@
 package v1alpha1
 
 import (
+	"encoding/json"
+	"maps"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -52,8 +56,9 @@ func newFiller(t *testing.T) *randfill.Filler {
 }
 
 // TestHubSpokeHubRoundTrip: every v1beta1 object survives
-// v1beta1 → v1alpha1 → v1beta1 unchanged, and the hub never shows the
-// conversion-data annotation.
+// v1beta1 → v1alpha1 → v1beta1 unchanged (what a v1alpha1 client that reads
+// and writes back sends), and the hub never shows the conversion-data
+// annotation.
 func TestHubSpokeHubRoundTrip(t *testing.T) {
 	f := newFiller(t)
 	for i := 0; i < fuzzIterations; i++ {
@@ -151,5 +156,86 @@ func TestMalformedConversionData(t *testing.T) {
 	}
 	if want := ConversionDataAnnotation; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not name %s", err, want)
+	}
+}
+
+// TestConversionDataHoldsOnlyHubFields: the annotation carries none of the
+// fields v1alpha1 holds itself (resources, config, the storage class,
+// conditions, masterPod, readyReplicas), only the rest.
+func TestConversionDataHoldsOnlyHubFields(t *testing.T) {
+	fast := "fast"
+	formed := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	hub := &cachev1beta1.RedisCluster{
+		Spec: cachev1beta1.RedisClusterSpec{
+			Shards:           3,
+			ReplicasPerShard: 2,
+			Image:            "redis:7.0.15",
+			Resources:        corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+			Config:           map[string]string{"maxmemory-policy": "noeviction"},
+			Storage:          cachev1beta1.StorageSpec{StorageClassName: &fast},
+			Paused:           true,
+		},
+		Status: cachev1beta1.RedisClusterStatus{
+			Phase:         cachev1beta1.PhaseReady,
+			MasterPod:     "x-0-0",
+			ReadyReplicas: 9,
+			Conditions:    []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"}},
+			FormedTime:    &formed,
+		},
+	}
+	spoke := &RedisCluster{}
+	if err := spoke.ConvertFrom(hub); err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]map[string]any
+	if err := json.Unmarshal([]byte(spoke.Annotations[ConversionDataAnnotation]), &data); err != nil {
+		t.Fatalf("annotation %s: %v", ConversionDataAnnotation, err)
+	}
+	if len(data) != 2 || data["spec"] == nil || data["status"] == nil {
+		t.Fatalf("annotation holds %v, want spec and status", slices.Sorted(maps.Keys(data)))
+	}
+	spec, status := data["spec"], data["status"]
+	for _, key := range []string{"resources", "config"} {
+		// encoding/json writes a struct left empty as {}.
+		if v, ok := spec[key]; ok && !cmp.Equal(v, map[string]any{}) {
+			t.Errorf("annotation holds spec.%s = %v, which v1alpha1 holds", key, v)
+		}
+	}
+	if storage, _ := spec["storage"].(map[string]any); storage["storageClassName"] != nil {
+		t.Errorf("annotation holds spec.storage.storageClassName, which v1alpha1 holds as storageClass")
+	}
+	for _, key := range []string{"conditions", "masterPod", "readyReplicas"} {
+		if v, ok := status[key]; ok {
+			t.Errorf("annotation holds status.%s = %v, which v1alpha1 holds", key, v)
+		}
+	}
+	if spec["image"] != "redis:7.0.15" || spec["paused"] != true || spec["replicasPerShard"] != float64(2) {
+		t.Errorf("annotation lost hub-only spec fields: %v", spec)
+	}
+	if status["formedTime"] != "2026-12-01T10:00:00Z" || status["phase"] != "Ready" {
+		t.Errorf("annotation lost hub-only status fields: %v", status)
+	}
+}
+
+// TestOlderConversionData: an annotation an older operator wrote (the whole
+// v1beta1 spec and status) still converts, v1alpha1's own fields winning.
+func TestOlderConversionData(t *testing.T) {
+	old := `{"spec":{"shards":3,"replicasPerShard":1,"image":"redis:7.0","config":{"maxmemory":"1gb"}},` +
+		`"status":{"phase":"Ready","masterPod":"old-0-0","readyReplicas":6,"conditions":[{"type":"Ready","status":"True","reason":"Ready","message":"","lastTransitionTime":"2026-12-01T10:00:00Z"}]}}`
+	spoke := &RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{ConversionDataAnnotation: old}},
+		Spec:       RedisClusterSpec{Replicas: 6, Config: map[string]string{"maxmemory": "2gb"}},
+		Status: RedisClusterStatus{MasterPod: "x-0-0", ReadyReplicas: 5, Conditions: []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Scaling"},
+		}},
+	}
+	hub := &cachev1beta1.RedisCluster{}
+	if err := spoke.ConvertTo(hub); err != nil {
+		t.Fatal(err)
+	}
+	if hub.Spec.Config["maxmemory"] != "2gb" || hub.Spec.Image != "redis:7.0" || hub.Status.Phase != cachev1beta1.PhaseReady ||
+		hub.Status.MasterPod != "x-0-0" || hub.Status.ReadyReplicas != 5 ||
+		len(hub.Status.Conditions) != 1 || hub.Status.Conditions[0].Reason != "Scaling" {
+		t.Fatalf("older annotation converted to spec %+v status %+v", hub.Spec, hub.Status)
 	}
 }

@@ -18,6 +18,7 @@ type RedisClusterSpec struct {
 	// 16384 hash slots are split. A Redis Cluster needs at least 3 masters to
 	// agree on failures (Redis Cluster specification, "Failure detection").
 	// This is the field the scale subresource drives.
+	// Defaults to 3.
 	// +kubebuilder:validation:Minimum=3
 	// +kubebuilder:validation:Maximum=256
 	// +kubebuilder:default=3
@@ -27,6 +28,7 @@ type RedisClusterSpec struct {
 	// ReplicasPerShard is the number of replicas that follow each shard's
 	// master. With 0 a lost master loses its slots' data; 1 or more lets Redis
 	// promote a replica on failure.
+	// Defaults to 1.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=5
 	// +kubebuilder:default=1
@@ -35,6 +37,7 @@ type RedisClusterSpec struct {
 
 	// Image is the Redis server container image. Changing it rolls the cluster
 	// shard by shard: replicas first, then a planned failover, then the old master.
+	// Defaults to redis:7.0.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:default="redis:7.0"
@@ -42,6 +45,7 @@ type RedisClusterSpec struct {
 	Image string `json:"image,omitempty"`
 
 	// ImagePullPolicy is the pull policy of the Redis and exporter containers.
+	// Defaults to IfNotPresent.
 	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
 	// +kubebuilder:default=IfNotPresent
 	// +optional
@@ -66,6 +70,7 @@ type RedisClusterSpec struct {
 	Config map[string]string `json:"config,omitempty"`
 
 	// Storage describes each pod's persistent volume.
+	// Defaults to {}, so each of its fields takes its own default.
 	// +kubebuilder:default={}
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
@@ -79,6 +84,7 @@ type RedisClusterSpec struct {
 	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// Exporter configures the optional redis_exporter sidecar.
+	// Defaults to {}, so each of its fields takes its own default.
 	// +kubebuilder:default={}
 	// +optional
 	Exporter ExporterSpec `json:"exporter,omitempty"`
@@ -95,6 +101,7 @@ type RedisClusterSpec struct {
 
 	// Paused stops every topology change (slot moves, failovers, joins,
 	// rolling restarts) while true. Status is still observed and kept current.
+	// Defaults to false.
 	// +kubebuilder:default=false
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -103,6 +110,7 @@ type RedisClusterSpec struct {
 	// replicas are gone with their data, so its slots have no owner. Wait (the
 	// default) reports it and changes nothing; Reassign gives the orphaned slots
 	// to live masters, accepting that their keys are lost.
+	// Defaults to Wait.
 	// +kubebuilder:validation:Enum=Wait;Reassign
 	// +kubebuilder:default=Wait
 	// +optional
@@ -132,12 +140,14 @@ type StorageSpec struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// Size is the requested size of each PVC.
+	// Defaults to 1Gi.
 	// +kubebuilder:default="1Gi"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 
 	// DeleteClaimPolicy says what happens to the PVCs when the RedisCluster
 	// is deleted: Retain keeps them (and the data), Delete removes them.
+	// Defaults to Retain.
 	// +kubebuilder:validation:Enum=Retain;Delete
 	// +kubebuilder:default=Retain
 	// +optional
@@ -179,6 +189,7 @@ type AuthSpec struct {
 
 	// RotationGracePeriod is how long both the old and the new password are
 	// accepted during a rotation, so clients can re-read the Secret.
+	// Defaults to 60s.
 	// +kubebuilder:default="60s"
 	// +optional
 	RotationGracePeriod *metav1.Duration `json:"rotationGracePeriod,omitempty"`
@@ -193,6 +204,7 @@ type SecretKeySelector struct {
 	Name string `json:"name"`
 
 	// Key is the key in the Secret's data.
+	// Defaults to password.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:default=password
@@ -217,6 +229,7 @@ type VaultSource struct {
 	Namespace string `json:"namespace,omitempty"`
 
 	// Mount is the KV v2 secrets engine's mount path.
+	// Defaults to secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:default=secret
@@ -230,6 +243,7 @@ type VaultSource struct {
 	Path string `json:"path"`
 
 	// Key is the field of the secret's data holding the password.
+	// Defaults to password.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:default=password
@@ -247,6 +261,7 @@ type VaultSource struct {
 	Role string `json:"role,omitempty"`
 
 	// AuthMount is the Kubernetes auth method's mount path.
+	// Defaults to kubernetes.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:default=kubernetes
@@ -255,6 +270,7 @@ type VaultSource struct {
 
 	// Audience of the service-account token the operator requests (TokenRequest
 	// API) to log in; it must match the role's audience.
+	// Defaults to vault.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:default=vault
 	// +optional
@@ -277,6 +293,7 @@ type VaultSource struct {
 	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
 
 	// RefreshInterval is how often the operator polls Vault for a new version.
+	// Defaults to 5m.
 	// +kubebuilder:default="5m"
 	// +optional
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
@@ -285,11 +302,13 @@ type VaultSource struct {
 // ExporterSpec configures the redis_exporter sidecar.
 type ExporterSpec struct {
 	// Enabled adds a redis_exporter container to every Redis pod.
+	// Defaults to false.
 	// +kubebuilder:default=false
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
 	// Image is the exporter's container image.
+	// Defaults to oliver006/redis_exporter:v1.67.0.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:default="oliver006/redis_exporter:v1.67.0"
 	// +optional
@@ -310,6 +329,7 @@ type ExporterSpec struct {
 // plugin that enforces NetworkPolicies makes any of this take effect.
 type NetworkPolicySpec struct {
 	// Enabled makes the operator create and keep the NetworkPolicy.
+	// Defaults to false.
 	// +kubebuilder:default=false
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
