@@ -131,6 +131,33 @@ type planner struct {
 	blockers []error
 	waits    []string
 	lost     *LostShard
+	// downBlocks counts the blockers that only wait for Down nodes (waitDown), and
+	// waitingFor names those nodes, in order.
+	downBlocks int
+	waitingFor []string
+	// short: a shard without Down nodes has fewer replicas in sync than wanted.
+	short bool
+}
+
+// waitDown records a step that waits for Down nodes: an ErrNotReady blocker naming them
+// ("<what>: waiting for <pod> (<why>)"), counted apart so that a plan held up only by
+// them is Settled.
+func (p *planner) waitDown(nodes []*NodeView, format string, args ...any) {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, downReason(n))
+		if !slices.Contains(p.waitingFor, n.Endpoint.Name) {
+			p.waitingFor = append(p.waitingFor, n.Endpoint.Name)
+		}
+	}
+	p.block(ErrNotReady, "%s: waiting for %s", fmt.Sprintf(format, args...), strings.Join(names, ", "))
+	p.downBlocks++
+}
+
+// settled reports whether the plan is held up only by Down nodes: no step, no wait, every
+// blocker from waitDown.
+func (p *planner) settled(steps []Step) bool {
+	return len(steps) == 0 && len(p.waits) == 0 && !p.short && len(p.blockers) > 0 && len(p.blockers) == p.downBlocks
 }
 
 func (p *planner) block(sentinel error, format string, args ...any) {
@@ -489,7 +516,10 @@ func (p *planner) checkConverged() {
 			p.block(ErrNotReady, "shard %s has %d nodes, needs %d", sh.spec.Name, len(sh.spec.Nodes), 1+r)
 		}
 		for _, n := range sh.nodes {
-			if !n.Reachable() {
+			switch {
+			case n.Down():
+				p.waitDown([]*NodeView{n}, "shard %s", sh.spec.Name)
+			case !n.Reachable():
 				p.block(ErrNotReady, "node %s (%s) unreachable: %v", n.Endpoint.Name, n.Endpoint.Addr, n.Err)
 			}
 		}
@@ -502,6 +532,9 @@ func (p *planner) checkConverged() {
 					p.wait("replica %s is syncing with %s", n.Endpoint.Name, sh.master.Endpoint.Name)
 				}
 			}
+		}
+		if inSync < r && len(sh.downNodes()) == 0 {
+			p.short = true
 		}
 		if inSync < r && len(p.blockers) == 0 {
 			p.wait("shard %s has %d replicas in sync, wants %d", sh.spec.Name, inSync, r)
