@@ -413,7 +413,7 @@ func TestConditionsNameThePodWaitedFor(t *testing.T) {
 				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"})
 			}},
 		{name: "overdue", cond: cachev1beta1.RedisClusterDegradedCondition,
-			want: "Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
+			want:   "Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
 			mutate: func(o *Observation) { sick(o); o.Pods.Overdue = o.Pods.NotReady }},
 		{name: "two pods", cond: cachev1beta1.RedisClusterProgressingCondition,
 			want: "4 of 6 pods ready; waiting for pods c-shard-1-1 (Pending), c-shard-2-0 (missing).",
