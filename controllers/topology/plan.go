@@ -175,6 +175,13 @@ func (p *planner) plan() ([]Step, error) {
 		p.block(ErrNotReady, "no node is reachable")
 		return nil, p.err()
 	}
+	if !p.allReachable && len(p.slotCount) == 0 {
+		// A cluster not formed yet is formed with every node at once: the masters get their
+		// distinct config epochs before the first MEET, and no node that may hold slots
+		// from an earlier life is left out.
+		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before assigning them", NumSlots)
+		return nil, p.err()
+	}
 	phases := []func() []Step{
 		p.fillSlots,
 		p.meetSteps,
