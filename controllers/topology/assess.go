@@ -369,10 +369,11 @@ func (a *assessment) aliveSomewhere(id string) bool {
 
 // awaited reports whether some reachable node's table places id at the address of an
 // unreachable endpoint: the node of that endpoint is down (crashed, hung, restarting) and
-// expected back with the same ID. A Down endpoint (a pod not scheduled, or started again
-// on a new IP but not running yet) cannot be matched by address: an ID that the tables
-// record as a replica of the master of a shard with such an endpoint, or of a slot owner the
-// engine cannot reach (a shard whose pods are down), is taken to be that endpoint's node.
+// expected back with the same ID. A pod that started again on a new IP and does not answer
+// yet, or is Down (not scheduled, crash-looping), cannot be matched by address: an ID that
+// the tables record as a replica of the master of a shard with such an endpoint, or of a
+// slot owner the engine cannot reach (a shard whose pods are down), is taken to be that
+// endpoint's node.
 func (a *assessment) awaited(id string) bool {
 	for _, ep := range a.nodes {
 		if ep.Reachable() {
@@ -386,7 +387,7 @@ func (a *assessment) awaited(id string) bool {
 			if sameAddr(*r, ep.Endpoint.Addr) {
 				return true
 			}
-			if ep.Down() && r.MasterID != "" {
+			if r.MasterID != "" {
 				sh := a.shardOf[ep.Endpoint.Name]
 				if sh.masterID == r.MasterID || a.slotCount[r.MasterID] > 0 && a.byID[r.MasterID] == nil {
 					return true

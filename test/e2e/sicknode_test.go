@@ -44,6 +44,7 @@ func TestSickNode(t *testing.T) {
 		named := ""
 		c.poll("scaled to 4 shards with the sick pod", 8*time.Minute, func() (bool, string) {
 			rc := c.get()
+			named = ""
 			for _, cond := range rc.Status.Conditions {
 				if strings.Contains(cond.Message, "pod "+sick+" (") {
 					named = cond.Type + ": " + cond.Message
@@ -56,7 +57,10 @@ func TestSickNode(t *testing.T) {
 		if isReady(c.get()) {
 			t.Error("Ready while a pod cannot start")
 		}
-		w.waitWrites(100, time.Minute)
+		// Writes to the keys of the sick pod's shard wait in vain for a
+		// replica (WAIT 1 gives up after 2 s, a few times): few, but some,
+		// are acknowledged.
+		w.waitWrites(20, 3*time.Minute)
 
 		repair()
 		rc = c.waitReady(5 * time.Minute)
