@@ -42,7 +42,7 @@ func TestSickNode(t *testing.T) {
 		start := time.Now()
 		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Shards = 4 })
 		named := ""
-		c.poll("scaled to 4 shards with the sick pod", 8*time.Minute, func() (bool, string) {
+		c.poll("scaled to 4 shards with the sick pod", 5*time.Minute, func() (bool, string) {
 			rc := c.get()
 			named = ""
 			for _, cond := range rc.Status.Conditions {
