@@ -50,27 +50,6 @@ type assessment struct {
 
 var errNotObserved = errors.New("not observed")
 
-// errDown is the error of a Down endpoint's NodeView: the engine knows it does not run.
-var errDown = errors.New("down")
-
-// Down reports whether the node is a Down endpoint (Endpoint.Down): known not to run, not
-// contacted.
-func (n *NodeView) Down() bool { return n != nil && n.Endpoint.Down != "" }
-
-// downReason says which node is down and why, for messages: "demo-shard-1-1 (Pending)".
-func downReason(n *NodeView) string { return fmt.Sprintf("%s (%s)", n.Endpoint.Name, n.Endpoint.Down) }
-
-// downNodes lists the shard's Down nodes.
-func (sh *shardState) downNodes() []*NodeView {
-	var out []*NodeView
-	for _, n := range sh.nodes {
-		if n.Down() {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 func assess(view *ClusterView, d Desired) *assessment {
 	a := &assessment{
 		view:      view,
@@ -430,16 +409,6 @@ func (a *assessment) keysLeft(sh *shardState) error {
 		}
 	}
 	return nil
-}
-
-// ownersReachable reports whether every slot owner is a reachable node.
-func (a *assessment) ownersReachable() bool {
-	for id := range a.slotCount {
-		if a.byID[id] == nil {
-			return false
-		}
-	}
-	return true
 }
 
 // slotsFree reports whether a leaving shard owns no slots, claims none and has no open

@@ -139,27 +139,6 @@ type planner struct {
 	short bool
 }
 
-// waitDown records a step that waits for Down nodes: an ErrNotReady blocker naming them
-// ("<what>: waiting for <pod> (<why>)"), counted apart so that a plan held up only by
-// them is Settled.
-func (p *planner) waitDown(nodes []*NodeView, format string, args ...any) {
-	var names []string
-	for _, n := range nodes {
-		names = append(names, downReason(n))
-		if !slices.Contains(p.waitingFor, n.Endpoint.Name) {
-			p.waitingFor = append(p.waitingFor, n.Endpoint.Name)
-		}
-	}
-	p.block(ErrNotReady, "%s: waiting for %s", fmt.Sprintf(format, args...), strings.Join(names, ", "))
-	p.downBlocks++
-}
-
-// settled reports whether the plan is held up only by Down nodes: no step, no wait, every
-// blocker from waitDown.
-func (p *planner) settled(steps []Step) bool {
-	return len(steps) == 0 && len(p.waits) == 0 && !p.short && len(p.blockers) > 0 && len(p.blockers) == p.downBlocks
-}
-
 func (p *planner) block(sentinel error, format string, args ...any) {
 	p.blockers = append(p.blockers, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
 }
