@@ -5,23 +5,23 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
 // TestSickNode (label disruptive), issue 14 item 5: one replica pod of a
-// 3×1 cluster can never become ready (its redis-server exits at start:
-// nodes.conf on its volume is a directory, "Can't open nodes.conf in
-// order to acquire a lock"); the cluster still scales 3→4 under writes
-// with WAIT 1: every slot is served by 4 masters in an even split, the
+// 3×1 cluster can never run (its image cannot be pulled); the cluster
+// still scales 3→4 under writes with WAIT 1: every slot is served by 4 masters in an even split, the
 // status names the sick pod and why, and once the pod is repaired the
 // cluster is Ready with every acknowledged key readable.
 func TestSickNode(t *testing.T) {
@@ -34,9 +34,14 @@ func TestSickNode(t *testing.T) {
 
 		sick := rc.Status.Shards[1].ReplicaPods[0]
 		repair := c.breakPod(sick)
-		c.poll("the sick pod crash-looping", 3*time.Minute, func() (bool, string) {
+		c.poll("the sick pod's redis container not running", 3*time.Minute, func() (bool, string) {
 			p := c.pod(sick)
-			return restartCount(p) >= 2 && !podIsReady(p), fmt.Sprintf("%s: %d restarts, ready %v", sick, restartCount(p), podIsReady(p))
+			for _, st := range p.Status.ContainerStatuses {
+				if st.Name == resources.RedisContainerName {
+					return st.State.Waiting != nil && !podIsReady(p), fmt.Sprintf("%s: %+v, ready %v", sick, st.State, podIsReady(p))
+				}
+			}
+			return false, sick + ": no redis container status"
 		})
 
 		start := time.Now()
@@ -70,45 +75,24 @@ func TestSickNode(t *testing.T) {
 	})
 }
 
-// breakPod makes pod's redis-server exit at every start: nodes.conf on its
-// volume becomes a directory (the file is kept aside), and the pod is
-// deleted so that its StatefulSet starts it again on that volume. The
-// returned func puts nodes.conf back and deletes the pod once more, so it
-// starts at once (not after the crash-loop back-off) with its old node ID.
+// breakPod makes pod's redis container unable to run: its image becomes
+// one the plane cannot run (a live pod's image may change; the node stops
+// the container and waits with ErrImagePull, as a kubelet would for an
+// image it cannot pull), while the pod keeps its template hash, so no
+// rolling update replaces it. The returned func deletes the pod: its
+// StatefulSet starts it again from the template, on its volume.
 func (c *cluster) breakPod(pod string) func() {
 	c.t.Helper()
-	dir := c.volumeDir(pod)
-	conf, aside := filepath.Join(dir, "nodes.conf"), filepath.Join(dir, "nodes.conf.aside")
-	if err := os.Rename(conf, aside); err != nil {
-		c.t.Fatalf("moving nodes.conf of %s aside: %v", pod, err)
+	p := c.pod(pod)
+	idx := slices.IndexFunc(p.Spec.Containers, func(ct corev1.Container) bool { return ct.Name == resources.RedisContainerName })
+	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/containers/%d/image","value":"registry.invalid/no-such-image:1"}]`, idx)
+	if err := env.k8s.Patch(context.Background(), p, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+		c.t.Fatalf("breaking pod %s: %v", pod, err)
 	}
-	if err := os.Mkdir(conf, 0o755); err != nil {
-		c.t.Fatalf("breaking nodes.conf of %s: %v", pod, err)
-	}
-	c.deletePod(pod)
 	return func() {
 		c.t.Helper()
-		if err := os.Remove(conf); err != nil {
-			c.t.Fatalf("repairing nodes.conf of %s: %v", pod, err)
-		}
-		if err := os.Rename(aside, conf); err != nil {
-			c.t.Fatalf("restoring nodes.conf of %s: %v", pod, err)
-		}
 		c.deletePod(pod)
 	}
-}
-
-// volumeDir is where the plane keeps the data volume of pod: its claim's
-// directory <state>/volumes/<ns>/<claim>-<uid>.
-func (c *cluster) volumeDir(pod string) string {
-	c.t.Helper()
-	for _, pvc := range c.claims() {
-		if strings.HasSuffix(pvc.Name, "-"+pod) {
-			return filepath.Join(env.stateDir, "volumes", c.ns, pvc.Name+"-"+string(pvc.UID))
-		}
-	}
-	c.t.Fatalf("no claim of pod %s", pod)
-	return ""
 }
 
 // deletePod deletes pod and waits until its StatefulSet made a new one.
