@@ -22,19 +22,20 @@ import (
 // progress into status.migration.
 const migrationStatusInterval = 10 * time.Second
 
-// reconcileTopology talks to Redis. When every pod of every shard is up
-// (running on an IP; see allUp) and the cluster is not paused, the
+// reconcileTopology talks to Redis. Unless the cluster is paused, the
 // engine's Reconcile drives the cluster to spec (bounded by PassBudget;
-// a longer migration continues next pass). Otherwise the
-// pods that are up are only observed, for status.
+// a longer migration continues next pass) with the pods that are up
+// (running on an IP; Up, not Ready: readiness of a replica needs its
+// master link, which after a restart on new IPs needs the engine's MEET).
+// The others are Down endpoints (see shardPods.spec): only the steps that
+// need them wait, and status names them. Paused, the pods that are up are
+// only observed, for status.
 func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if !s.passwordKnown {
 		return ctrl.Result{}, false, nil
 	}
 	var up []topology.Endpoint
-	allUp := len(s.shards) > 0
 	for _, sh := range s.shards {
-		allUp = allUp && sh.allUp()
 		for _, p := range sh.Pods {
 			if p.Up {
 				up = append(up, p.endpoint())
@@ -47,7 +48,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 	eng := r.engine(s.password, s.log)
 	desired := s.desired()
 
-	if s.rc.Spec.Paused || !allUp {
+	if s.rc.Spec.Paused {
 		octx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
 		defer cancel()
 		view, err := eng.Observe(octx, up)
@@ -57,8 +58,8 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		s.view = view
 		t := status.Summarize(view, desired, nil)
 		// What the engine would do, without doing it: a paused cluster that
-		// needs nothing is converged, not "converging". (With pods not
-		// up the planner reports them and this stays false.)
+		// needs nothing is converged, not "converging". (With pods down
+		// the planner reports them and this stays false.)
 		steps, perr := topology.Plan(view, desired)
 		t.Converged, t.Planned = len(steps) == 0 && perr == nil, true
 		s.obs.Topology = t

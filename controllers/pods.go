@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"net"
 	"slices"
 	"strconv"
@@ -24,7 +25,12 @@ type podInfo struct {
 	// is running. A node that is up may not be Ready (a replica waits for
 	// its master link, which may need the engine's MEET after a restart
 	// on new IPs), yet the engine can talk to it.
-	Up          bool
+	Up bool
+	// State says why a pod that is not Up does not run, as kubectl would
+	// show it: "Terminating", its redis container's waiting reason
+	// ("CrashLoopBackOff", "ContainerCreating", ...), "Pending" (not
+	// scheduled), or "not running". "" when Up.
+	State       string
 	Terminating bool
 	// Hash is the pod's TemplateHashAnnotation.
 	Hash    string
@@ -104,6 +110,7 @@ func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) s
 			IP:          p.Status.PodIP,
 			Ready:       podReady(p),
 			Up:          podUp(p),
+			State:       podState(p),
 			Terminating: p.DeletionTimestamp != nil,
 			Hash:        p.Annotations[resources.TemplateHashAnnotation],
 			Created:     p.CreationTimestamp.Time,
@@ -144,21 +151,23 @@ func podUp(p *corev1.Pod) bool {
 	return false
 }
 
-// allUp reports whether every shard runs exactly its expected pods, all
-// up: only then does the engine get to change the topology. Up, not
-// Ready: readiness of a replica needs its master link, which after a
-// restart on new IPs needs the engine's MEET; the engine itself treats a
-// node that does not answer as unreachable.
-func (s *shardPods) allUp() bool {
-	if len(s.Pods) != s.Expected {
-		return false
+// podState says why p does not run (see podInfo.State); "" when it is up.
+func podState(p *corev1.Pod) string {
+	switch {
+	case p.DeletionTimestamp != nil:
+		return "Terminating"
+	case podUp(p):
+		return ""
 	}
-	for _, p := range s.Pods {
-		if !p.Up {
-			return false
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == resources.RedisContainerName && c.State.Waiting != nil && c.State.Waiting.Reason != "" {
+			return c.State.Waiting.Reason
 		}
 	}
-	return true
+	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
+		return string(corev1.PodPending)
+	}
+	return "not running"
 }
 
 // endpoint is the engine's address of a pod.
@@ -166,11 +175,36 @@ func (p podInfo) endpoint() topology.Endpoint {
 	return topology.Endpoint{Name: p.Name, Addr: net.JoinHostPort(p.IP, strconv.Itoa(resources.RedisPort))}
 }
 
-// spec is the shard as the engine wants it: every pod, in ordinal order.
+// missingState is the State of an expected pod that does not exist.
+const missingState = "missing"
+
+// spec is the shard as the engine wants it: every expected ordinal and
+// every other pod it runs, in ordinal order. A pod that is not up, or
+// missing, is a Down endpoint (with its IP when it has one): the engine
+// does not talk to it, and the steps that need it wait.
 func (s *shardPods) spec() topology.ShardSpec {
 	out := topology.ShardSpec{Name: s.Name}
+	byOrdinal := map[int]podInfo{}
+	last := s.Expected - 1
 	for _, p := range s.Pods {
-		out.Nodes = append(out.Nodes, p.endpoint())
+		byOrdinal[p.Ordinal] = p
+		last = max(last, p.Ordinal)
+	}
+	for ord := 0; ord <= last; ord++ {
+		p, ok := byOrdinal[ord]
+		switch {
+		case !ok && ord < s.Expected:
+			out.Nodes = append(out.Nodes, topology.Endpoint{Name: s.Name + "-" + strconv.Itoa(ord), Down: missingState})
+		case !ok:
+		case p.Up:
+			out.Nodes = append(out.Nodes, p.endpoint())
+		case p.IP == "":
+			out.Nodes = append(out.Nodes, topology.Endpoint{Name: p.Name, Down: p.State})
+		default:
+			ep := p.endpoint()
+			ep.Down = p.State
+			out.Nodes = append(out.Nodes, ep)
+		}
 	}
 	return out
 }
@@ -194,11 +228,14 @@ func podsSummary(shards []*shardPods, now time.Time) status.Pods {
 				o.Ready++
 			case ok:
 				o.NotReady = append(o.NotReady, p.Name)
+				o.SetState(p.Name, cmp.Or(p.State, "not ready"))
 				if now.Sub(p.Created) > status.PodStartGrace {
 					o.Overdue = append(o.Overdue, p.Name)
 				}
 			default:
-				o.NotReady = append(o.NotReady, s.Name+"-"+strconv.Itoa(ord))
+				name := s.Name + "-" + strconv.Itoa(ord)
+				o.NotReady = append(o.NotReady, name)
+				o.SetState(name, missingState)
 			}
 		}
 	}

@@ -34,7 +34,7 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 	}
 	in := rollout.Input{Shards: rolloutShards(s.shards), Masters: map[string]string{}, InSync: map[string]bool{}}
 	if s.result != nil {
-		in.Converged = s.result.Converged
+		in.Converged, in.Settled = s.result.Converged, s.result.Settled
 	}
 	if t := s.obs.Topology; t != nil {
 		for _, sh := range t.Shards {

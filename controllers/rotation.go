@@ -37,48 +37,58 @@ func setRotationStep(s *scope, step string) {
 	s.rc.Status.Credentials.RotationStep = step
 }
 
-// podsCanRotate reports whether every expected pod can take part in the
-// rotation st: every one ready. Turning authentication on (st.Live is "")
-// waits only for every expected pod to exist with an address and not be
-// terminating: a node given the password fails its readiness probe (which
-// sends the owned Secret's password, none until the Secret switches), so
-// after an interrupted first step readiness would never come back. A pod
-// that does not answer fails the step, which is retried.
-func podsCanRotate(s *scope, st rotation.State) bool {
+// rotationEndpoints are the pods a rotation step st runs on, and whether
+// it may run now. Between two passwords the pods that are up take part
+// (ready or not: one that does not answer fails the step, which is
+// retried): one that does not run starts from the Secret's auth.conf,
+// which holds a password every node accepts from the switch on, and a
+// later step heals one that started before it, once it is up; so one sick
+// pod does not hold the rotation. Turning authentication on (st.Live is
+// "") waits for every expected pod to exist with an address and not be
+// terminating, and runs on all of them: a pod that started without a
+// password after the last step would never get one, and a node given the
+// password fails its readiness probe (which sends the owned Secret's
+// password, none until the Secret switches), so readiness cannot be the
+// test.
+func rotationEndpoints(s *scope, st rotation.State) ([]topology.Endpoint, bool) {
+	var eps []topology.Endpoint
 	if st.Live != "" || st.Next == "" {
-		return len(s.obs.Pods.NotReady) == 0
+		for _, sh := range s.shards {
+			for _, p := range sh.Pods {
+				if p.Up {
+					eps = append(eps, p.endpoint())
+				}
+			}
+		}
+		return eps, len(eps) > 0
 	}
 	for _, sh := range s.shards {
 		if len(sh.Pods) != sh.Expected {
-			return false
+			return nil, false
 		}
 		for _, p := range sh.Pods {
 			if p.IP == "" || p.Terminating {
-				return false
+				return nil, false
 			}
+			eps = append(eps, p.endpoint())
 		}
 	}
-	return true
+	return eps, true
 }
 
 // reconcileRotation runs the rotation reconcileCredentials found under
-// way, once every expected pod is ready and answering: a node that cannot
-// get the new password must not be left behind. Redis keeps serving with
-// the current password while it waits.
+// way on the pods rotationEndpoints picks: no node that runs is left
+// behind, and none that does not run holds the rotation. Redis keeps
+// serving with the current password while it waits.
 func (r *RedisClusterReconciler) reconcileRotation(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	st := s.rotation
 	if !st.InProgress() || s.rc.Spec.Auth == nil {
 		return ctrl.Result{}, false, nil
 	}
 	c := &s.obs.Creds
-	if s.rc.Spec.Paused || s.obs.Pods.Expected == 0 || !podsCanRotate(s, st) {
+	eps, ok := rotationEndpoints(s, st)
+	if s.rc.Spec.Paused || s.obs.Pods.Expected == 0 || !ok {
 		return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
-	}
-	var eps []topology.Endpoint
-	for _, sh := range s.shards {
-		for _, p := range sh.Pods {
-			eps = append(eps, p.endpoint())
-		}
 	}
 	grace := defaultGracePeriod
 	if g := s.rc.Spec.Auth.RotationGracePeriod; g != nil {

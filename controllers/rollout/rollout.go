@@ -66,6 +66,34 @@ type Input struct {
 	// Converged: the engine reported the topology converged this pass
 	// (every shard has its replicas in sync, all slots served).
 	Converged bool
+	// Settled: the engine reported nothing left to do but wait for pods
+	// that do not run (topology.Result.Settled): a shard whose every pod is
+	// ready may roll as if converged; one with a pod not ready waits.
+	Settled bool
+}
+
+// ready reports whether every pod of s is ready.
+func (s Shard) ready() bool {
+	for _, p := range s.Pods {
+		if !p.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// replaceable reports whether a pod of s may be deleted now: the StatefulSet carries the
+// new template and no pod of s is terminating.
+func (s Shard) replaceable() bool {
+	if !s.TemplateCurrent {
+		return false
+	}
+	for _, p := range s.Pods {
+		if p.Terminating {
+			return false
+		}
+	}
+	return true
 }
 
 // stale reports whether p runs another template than its shard's and is not going away.
@@ -89,14 +117,29 @@ func Stale(shards []Shard) []string {
 // time, in shard order, and in a shard the replicas first (highest
 // ordinal first), then a planned failover to an up-to-date replica in
 // sync, then the old master (by then a replica). A step is taken only
-// when the topology converged (each shard has its replicas in sync) and
-// the shard's StatefulSet already carries the new template; otherwise the
-// planner waits. The one exception is a stale pod that is not ready and
-// not the shard's master: it serves nothing, and replacing it may be the
-// fix (a broken image rolled back), so it is deleted even before the
-// cluster converges. A shard without replicas can only restart its master
-// in place: it is deleted last, with a reason saying so.
+// when the topology converged (each shard has its replicas in sync), or
+// it is Settled and every pod of the shard is ready (a Settled shard with
+// a pod not ready waits and the next shards roll), and the shard's
+// StatefulSet already carries the new template; otherwise the planner
+// waits. The one exception is a stale pod that is not ready and not its
+// shard's master, in any shard: it serves nothing, and replacing it may
+// be the fix (a broken image rolled back), so it goes first, even before
+// the cluster converges. A shard without replicas can only restart its
+// master in place: it is deleted last, with a reason saying so.
 func Plan(in Input) Action {
+	for _, s := range in.Shards {
+		if !s.replaceable() {
+			continue
+		}
+		for _, p := range slices.Backward(s.Pods) {
+			if s.stale(p) && !p.Ready && p.Name != in.Masters[s.Name] {
+				return Action{Kind: DeletePod, Shard: s.Name, Pod: p.Name,
+					Reason: fmt.Sprintf("pod %s is not ready and runs an old template", p.Name)}
+			}
+		}
+	}
+	// held: the wait of a shard skipped for a pod of it that is not ready.
+	held := Action{Kind: None}
 	for _, s := range in.Shards {
 		var stale []Pod
 		for _, p := range s.Pods {
@@ -119,14 +162,14 @@ func Plan(in Input) Action {
 			}
 		}
 		master := in.Masters[s.Name]
-		// Stale pods that serve nothing go first, converged or not.
-		for _, p := range slices.Backward(stale) {
-			if !p.Ready && p.Name != master {
-				return Action{Kind: DeletePod, Shard: s.Name, Pod: p.Name,
-					Reason: fmt.Sprintf("pod %s is not ready and runs an old template", p.Name)}
+		if !in.Converged && in.Settled && !s.ready() {
+			// Its pod that does not run holds this shard only: the next shards roll.
+			if held.Kind == None {
+				held = wait("shard %s rolls when every pod of it is ready", s.Name)
 			}
+			continue
 		}
-		if !in.Converged {
+		if !in.Converged && !in.Settled {
 			return wait("the cluster is converging; shard %s rolls when every replica is in sync", s.Name)
 		}
 		if master == "" {
@@ -151,5 +194,5 @@ func Plan(in Input) Action {
 		return Action{Kind: DeletePod, Shard: s.Name, Pod: master,
 			Reason: fmt.Sprintf("master %s runs an old template and its shard has no replica: it restarts in place", master)}
 	}
-	return Action{Kind: None}
+	return held
 }

@@ -27,6 +27,7 @@ func TestPlanRollout(t *testing.T) {
 		masters   map[string]string
 		inSync    map[string]bool
 		converged bool
+		settled   bool
 		want      Action
 	}{
 		{
@@ -100,6 +101,32 @@ func TestPlanRollout(t *testing.T) {
 			want:      Action{Kind: DeletePod, Shard: "a", Pod: "a-1"},
 		},
 		{
+			name: "a stale pod that is not ready goes first, in any shard",
+			shards: []Shard{shard("a", "new", []string{"old", "old"}, nil),
+				shard("b", "new", []string{"old", "old"}, []int{0})},
+			masters:   map[string]string{"a": "a-0", "b": "b-0"},
+			inSync:    allInSync,
+			converged: false,
+			want:      Action{Kind: DeletePod, Shard: "b", Pod: "b-1"},
+		},
+		{
+			name: "settled (a pod of shard a does not run): shard a waits, shard b rolls",
+			shards: []Shard{shard("a", "new", []string{"old", "new"}, []int{0}),
+				shard("b", "new", []string{"old", "old"}, nil)},
+			masters:   map[string]string{"a": "a-0", "b": "b-0"},
+			inSync:    allInSync,
+			converged: false, settled: true,
+			want: Action{Kind: DeletePod, Shard: "b", Pod: "b-1"},
+		},
+		{
+			name:      "settled, only the shard with the pod that does not run is stale: wait",
+			shards:    []Shard{shard("a", "new", []string{"old", "new"}, []int{0}), shard("b", "new", []string{"new", "new"}, nil)},
+			masters:   map[string]string{"a": "a-0", "b": "b-0"},
+			inSync:    allInSync,
+			converged: false, settled: true,
+			want: Action{Kind: Wait, Shard: "a"},
+		},
+		{
 			name:      "a stale master that is not ready is never deleted blindly",
 			shards:    []Shard{shard("a", "new", []string{"old", "new"}, []int{1})},
 			masters:   map[string]string{"a": "a-0"},
@@ -139,7 +166,7 @@ func TestPlanRollout(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Plan(Input{Shards: tc.shards, Masters: tc.masters, InSync: tc.inSync, Converged: tc.converged})
+			got := Plan(Input{Shards: tc.shards, Masters: tc.masters, InSync: tc.inSync, Converged: tc.converged, Settled: tc.settled})
 			if got.Kind != tc.want.Kind || got.Shard != tc.want.Shard || got.Pod != tc.want.Pod {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}

@@ -97,12 +97,39 @@ type Pods struct {
 	// Overdue are the NotReady pods missing or not ready for longer than
 	// PodStartGrace.
 	Overdue []string
+	// States says why each NotReady pod is not ready, as kubectl would show
+	// it ("Pending", "CrashLoopBackOff", "missing", "not ready").
+	States map[string]string
+}
+
+// SetState records why pod is not ready.
+func (p *Pods) SetState(pod, state string) {
+	if p.States == nil {
+		p.States = map[string]string{}
+	}
+	p.States[pod] = state
+}
+
+// waitingFor says which of the pods in list a pass waits for and why:
+// "pod a (Pending)" or "pods a (Pending), b (missing)", sorted, at most five named.
+func (p Pods) waitingFor(list []string) string {
+	described := make([]string, len(list))
+	for i, name := range list {
+		described[i] = name
+		if st := p.States[name]; st != "" {
+			described[i] = fmt.Sprintf("%s (%s)", name, st)
+		}
+	}
+	if len(list) == 1 {
+		return "pod " + described[0]
+	}
+	return "pods " + names(described)
 }
 
 // Topology summarises a ClusterView and, when the engine ran,
 // its Result.
 type Topology struct {
-	// EngineRan: Reconcile was called (all pods ready, not paused).
+	// EngineRan: Reconcile was called (not paused, some pod up).
 	EngineRan bool
 	// Planned: the engine's planner judged an observation instead
 	// (paused, or pods not ready), so Converged says whether Reconcile
@@ -266,7 +293,7 @@ func degradedCondition(o *Observation) conditionResult {
 				t.SlotsAssigned, topology.NumSlots, uncoveredText(o))}
 	case len(o.Pods.Overdue) > 0:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
-			fmt.Sprintf("Pods not ready for more than %s: %s.", PodStartGrace, names(o.Pods.Overdue))}
+			fmt.Sprintf("Pods not ready for more than %s; waiting for %s.", PodStartGrace, o.Pods.waitingFor(o.Pods.Overdue))}
 	case len(t.Unreachable) > 0:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterRedisUnreachableReason,
 			fmt.Sprintf("Redis does not answer on ready pods: %s.", names(t.Unreachable))}
@@ -340,14 +367,18 @@ func progressReason(o *Observation) (reason, message string) {
 		return cachev1beta1.RedisClusterUpgradingReason,
 			fmt.Sprintf("Rolling %s to the new template, replicas first, each master after a planned failover: %s.",
 				plural(len(o.StalePods), "pod"), names(o.StalePods))
-	case o.Creds.RotationStep != "" && len(o.Pods.NotReady) == 0:
-		return cachev1beta1.RedisClusterRotatingCredentialsReason,
-			fmt.Sprintf("Rotating the password to version %s without restarts: step %s.", o.Creds.RotationTarget, o.Creds.RotationStep)
+	case o.Creds.RotationStep != "":
+		msg := fmt.Sprintf("Rotating the password to version %s without restarts: step %s.", o.Creds.RotationTarget, o.Creds.RotationStep)
+		if len(o.Pods.NotReady) > 0 {
+			// The pods that run rotate; the others start from the Secret.
+			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
+		}
+		return cachev1beta1.RedisClusterRotatingCredentialsReason, msg
 	case len(o.Pods.NotReady) > 0 && !(t != nil && o.Formed() && o.Scaling()):
 		// (While shards are added or removed, the new pods starting are
 		// part of the scaling: the engine works as soon as they run.)
 		return cachev1beta1.RedisClusterPendingReason,
-			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, names(o.Pods.NotReady))
+			fmt.Sprintf("%d of %d pods ready; waiting for %s.", o.Pods.Ready, o.Pods.Expected, o.Pods.waitingFor(o.Pods.NotReady))
 	case !o.Formed():
 		return cachev1beta1.RedisClusterBootstrappingReason, "All pods are ready; forming the cluster and assigning slots."
 	case t == nil:
@@ -358,6 +389,10 @@ func progressReason(o *Observation) (reason, message string) {
 		msg := fmt.Sprintf("Scaling to %d shards (%d own slots now).", o.DesiredShards, t.CurrentShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
 			msg = fmt.Sprintf("Scaling to %d shards (%d own slots now): %d of %d slots moved.", o.DesiredShards, t.CurrentShards, m.SlotsMoved, m.SlotsTotal)
+		}
+		if len(o.Pods.NotReady) > 0 {
+			// The engine works with the pods that run; what needs the others waits.
+			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
 		}
 		return cachev1beta1.RedisClusterScalingReason, msg
 	case !t.Converged:

@@ -388,3 +388,50 @@ func TestStatusOfAFormedClusterStoppedAtCredentials(t *testing.T) {
 		}
 	}
 }
+
+// A pod that does not run is named with why, whatever else is going on:
+// pods pending, a scale-out that goes on without it, the redundancy it
+// costs once overdue.
+func TestConditionsNameThePodWaitedFor(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	sick := func(o *Observation) {
+		o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-1-1"}}
+		o.Pods.SetState("c-shard-1-1", "Pending")
+	}
+	for _, tc := range []struct {
+		name, cond, want string
+		mutate           func(o *Observation)
+	}{
+		{name: "pods pending", cond: cachev1beta1.RedisClusterProgressingCondition,
+			want: "5 of 6 pods ready; waiting for pod c-shard-1-1 (Pending).", mutate: sick},
+		{name: "scaling out around it", cond: cachev1beta1.RedisClusterProgressingCondition,
+			want: "Scaling to 4 shards (3 own slots now). Waiting for pod c-shard-1-1 (Pending).",
+			mutate: func(o *Observation) {
+				sick(o)
+				o.DesiredShards = 4
+				o.Topology.Converged, o.Topology.SlotsToMove = false, true
+				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"})
+			}},
+		{name: "overdue", cond: cachev1beta1.RedisClusterDegradedCondition,
+			want:   "Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
+			mutate: func(o *Observation) { sick(o); o.Pods.Overdue = o.Pods.NotReady }},
+		{name: "two pods", cond: cachev1beta1.RedisClusterProgressingCondition,
+			want: "4 of 6 pods ready; waiting for pods c-shard-1-1 (Pending), c-shard-2-0 (missing).",
+			mutate: func(o *Observation) {
+				sick(o)
+				o.Pods.Ready, o.Pods.NotReady = 4, append(o.Pods.NotReady, "c-shard-2-0")
+				o.Pods.SetState("c-shard-2-0", "missing")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := healthyObservation()
+			tc.mutate(&o)
+			rc := &cachev1beta1.RedisCluster{}
+			rc.Spec.Shards = int32(o.DesiredShards)
+			Apply(rc, &o, now, true)
+			if c := meta.FindStatusCondition(rc.Status.Conditions, tc.cond); c == nil || c.Message != tc.want {
+				t.Fatalf("%s: %+v, want message %q", tc.cond, c, tc.want)
+			}
+		})
+	}
+}

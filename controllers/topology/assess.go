@@ -68,7 +68,10 @@ func assess(view *ClusterView, d Desired) *assessment {
 		sh := &shardState{spec: spec, index: index, leaving: leaving}
 		for _, ep := range spec.Nodes {
 			n := view.Node(ep.Name)
-			if n == nil || n.Endpoint.Addr != ep.Addr {
+			switch {
+			case ep.Down != "":
+				n = &NodeView{Endpoint: ep, Err: fmt.Errorf("%w: %s", errDown, ep.Down)}
+			case n == nil || n.Endpoint.Addr != ep.Addr:
 				n = &NodeView{Endpoint: ep, Err: errNotObserved}
 			}
 			sh.nodes = append(sh.nodes, n)
@@ -345,15 +348,29 @@ func (a *assessment) aliveSomewhere(id string) bool {
 
 // awaited reports whether some reachable node's table places id at the address of an
 // unreachable endpoint: the node of that endpoint is down (crashed, hung, restarting) and
-// expected back with the same ID.
+// expected back with the same ID. A pod that started again on a new IP and does not answer
+// yet, or is Down (not scheduled, crash-looping), cannot be matched by address: an ID that
+// the tables record as a replica of the master of a shard with such an endpoint, or of a
+// slot owner the engine cannot reach (a shard whose pods are down), is taken to be that
+// endpoint's node.
 func (a *assessment) awaited(id string) bool {
 	for _, ep := range a.nodes {
 		if ep.Reachable() {
 			continue
 		}
 		for _, n := range a.reachable() {
-			if r := n.Lookup(id); r != nil && sameAddr(*r, ep.Endpoint.Addr) {
+			r := n.Lookup(id)
+			if r == nil {
+				continue
+			}
+			if sameAddr(*r, ep.Endpoint.Addr) {
 				return true
+			}
+			if r.MasterID != "" {
+				sh := a.shardOf[ep.Endpoint.Name]
+				if sh.masterID == r.MasterID || a.slotCount[r.MasterID] > 0 && a.byID[r.MasterID] == nil {
+					return true
+				}
 			}
 		}
 	}
@@ -374,11 +391,15 @@ func (a *assessment) drained(sh *shardState) (ids []string, ok bool) {
 // repair by itself), or a node cannot be asked (ErrNotReady). A replica's keys are a copy
 // of its master's, so only masters count: a replica of the shard's drained master empties
 // with it, and one that follows a desired master (Redis 7.0 turns a master that lost its
-// last slot into a replica of the receiver) copies data that lives on there. nil when every
-// node is reachable and every master answers DBSIZE 0.
+// last slot into a replica of the receiver) copies data that lives on there. A Down node
+// (its pod does not run) holds no keys in memory, and what its disk holds is served
+// elsewhere once every slot owner is reachable: then it does not keep the shard; while an
+// unreachable node owns slots it does (it may be that node). nil when every node is
+// reachable, or Down as above, and every master answers DBSIZE 0.
 func (a *assessment) keysLeft(sh *shardState) error {
 	for _, n := range sh.nodes {
 		switch {
+		case n.Down() && a.ownersReachable():
 		case !n.Reachable():
 			return fmt.Errorf("%w: leaving shard %s: %s is unreachable, so it is not known to hold no keys; not forgetting the shard: %v",
 				ErrNotReady, sh.spec.Name, n.Endpoint.Name, n.Err)

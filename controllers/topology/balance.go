@@ -11,6 +11,11 @@ func (p *planner) involvedMasters() ([]*NodeView, bool) {
 	seen := map[string]bool{}
 	ok := true
 	for _, sh := range p.shards {
+		if sh.master == nil && sh.masterID == "" && len(sh.downNodes()) > 0 {
+			// A shard owning no slots whose pods are down: it receives none until they run
+			// (balanceSteps says so), and the other shards move on.
+			continue
+		}
 		if sh.master == nil {
 			// Pods not up yet, or every node of the shard replicates another shard: nothing
 			// Redis resolves by itself.
@@ -76,7 +81,8 @@ func (p *planner) readyToMove() bool {
 
 // balanceSteps moves the fewest slots that reach the even split: slots of Leaving shards and
 // of extra masters all move; a desired master over its target gives its highest slots; the
-// receivers fill in shard order.
+// receivers fill in shard order. A shard with a Down node receives nothing until it runs
+// (waitDown); the others still get their share.
 func (p *planner) balanceSteps() []Step {
 	targets := p.evenTargets()
 	type donor struct {
@@ -116,6 +122,11 @@ func (p *planner) balanceSteps() []Step {
 		switch c := len(owned); {
 		case c > targets[i]:
 			donors = append(donors, donor{sh.masterID, owned[targets[i]:]})
+		case c < targets[i] && len(sh.downNodes()) > 0:
+			// Keys moved onto a shard whose pod is down would live with less redundancy
+			// than where they are (or nowhere, for a master that does not run): the shard
+			// receives its slots once its pods run.
+			p.waitDown(sh.downNodes(), "shard %s receives %d slots", sh.spec.Name, targets[i]-c)
 		case c < targets[i]:
 			receivers = append(receivers, &receiver{sh, targets[i] - c})
 		}

@@ -131,6 +131,12 @@ type planner struct {
 	blockers []error
 	waits    []string
 	lost     *LostShard
+	// downBlocks counts the blockers that only wait for Down nodes (waitDown), and
+	// waitingFor names those nodes, in order.
+	downBlocks int
+	waitingFor []string
+	// short: a shard without Down nodes has fewer replicas in sync than wanted.
+	short bool
 }
 
 func (p *planner) block(sentinel error, format string, args ...any) {
@@ -146,6 +152,13 @@ func (p *planner) err() error { return errors.Join(p.blockers...) }
 func (p *planner) plan() ([]Step, error) {
 	if len(p.reachable()) == 0 {
 		p.block(ErrNotReady, "no node is reachable")
+		return nil, p.err()
+	}
+	if !p.allReachable && len(p.slotCount) == 0 {
+		// A cluster not formed yet is formed with every node at once: the masters get their
+		// distinct config epochs before the first MEET, and no node that may hold slots
+		// from an earlier life is left out.
+		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before assigning them", NumSlots)
 		return nil, p.err()
 	}
 	phases := []func() []Step{
@@ -489,7 +502,10 @@ func (p *planner) checkConverged() {
 			p.block(ErrNotReady, "shard %s has %d nodes, needs %d", sh.spec.Name, len(sh.spec.Nodes), 1+r)
 		}
 		for _, n := range sh.nodes {
-			if !n.Reachable() {
+			switch {
+			case n.Down():
+				p.waitDown([]*NodeView{n}, "shard %s", sh.spec.Name)
+			case !n.Reachable():
 				p.block(ErrNotReady, "node %s (%s) unreachable: %v", n.Endpoint.Name, n.Endpoint.Addr, n.Err)
 			}
 		}
@@ -502,6 +518,9 @@ func (p *planner) checkConverged() {
 					p.wait("replica %s is syncing with %s", n.Endpoint.Name, sh.master.Endpoint.Name)
 				}
 			}
+		}
+		if inSync < r && len(sh.downNodes()) == 0 {
+			p.short = true
 		}
 		if inSync < r && len(p.blockers) == 0 {
 			p.wait("shard %s has %d replicas in sync, wants %d", sh.spec.Name, inSync, r)

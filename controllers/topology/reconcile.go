@@ -178,7 +178,11 @@ func buildResult(p *planner, steps []Step, perr error) *Result {
 	res := &Result{
 		View:      p.view,
 		Converged: len(steps) == 0 && perr == nil,
+		Settled:   p.settled(steps),
 		Removable: p.removable(),
+	}
+	if res.Settled {
+		res.WaitingFor = p.waitingFor
 	}
 	if errors.Is(perr, ErrShardLost) {
 		res.DataLoss = p.lost

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +16,16 @@ type Endpoint struct {
 	Name string // pod name, e.g. "demo-shard-0-1"; unique
 	// Addr is "ip:port", the address the node announces to the cluster (Redis 7.0 CLUSTER MEET
 	// takes an IP, not a host name). The cluster bus is the port the node reports, by default
-	// port+10000 (spec: "The cluster bus").
+	// port+10000 (spec: "The cluster bus"). Empty only for a Down endpoint whose pod has no
+	// IP.
 	Addr string
+	// Down, when not empty, says why the node is known not to run (e.g. "Pending",
+	// "CrashLoopBackOff", "missing": the pod is not scheduled, its redis container is not
+	// running, or it does not exist). The engine does not contact a Down node and treats it
+	// as unreachable, so nothing that needs it happens (its slots are neither moved nor
+	// declared lost, its shard receives no slots, its leaving shard is not forgotten while
+	// it may hold the only copy of data) while everything else proceeds.
+	Down string
 }
 
 // ShardSpec groups the pods of one shard (one StatefulSet): one master and its replicas.
@@ -46,21 +55,22 @@ type Desired struct {
 	Formed bool
 }
 
-// endpoints lists Shards then Leaving endpoints.
+// endpoints lists the endpoints to observe: Shards then Leaving, without the Down ones.
 func (d Desired) endpoints() []Endpoint {
 	var eps []Endpoint
-	for _, s := range d.Shards {
-		eps = append(eps, s.Nodes...)
-	}
-	for _, s := range d.Leaving {
-		eps = append(eps, s.Nodes...)
+	for _, s := range append(slices.Clone(d.Shards), d.Leaving...) {
+		for _, ep := range s.Nodes {
+			if ep.Down == "" {
+				eps = append(eps, ep)
+			}
+		}
 	}
 	return eps
 }
 
 // Validate reports a clear error (wrapping ErrInvalidDesired) for unusable input: no shards,
 // empty or duplicate names, duplicate or malformed addresses, negative replica counts, more
-// shards than slots.
+// shards than slots. A Down endpoint may have no address.
 func (d Desired) Validate() error {
 	var errs []error
 	if len(d.Shards) == 0 {
@@ -91,6 +101,9 @@ func (d Desired) Validate() error {
 				errs = append(errs, fmt.Errorf("node %q listed twice", ep.Name))
 			}
 			names[ep.Name] = true
+			if ep.Down != "" && ep.Addr == "" {
+				continue
+			}
 			if err := validateAddr(ep.Addr); err != nil {
 				errs = append(errs, fmt.Errorf("node %q: %w", ep.Name, err))
 				continue
@@ -195,6 +208,11 @@ type Result struct {
 	// masters in an even split that every node agrees on, no open slots, each shard with
 	// ReplicasPerShard replicas in sync, Leaving shards forgotten.
 	Converged bool
+	// Settled: not Converged only because of Down endpoints (Endpoint.Down), named in
+	// WaitingFor: the steps that need them wait, and nothing else is left to do (no step, no
+	// wait; every shard without a Down node has its replicas in sync).
+	Settled    bool
+	WaitingFor []string
 	// Removable lists Leaving shards that are drained — every node of theirs reachable, none
 	// owning a slot or having an open slot, every master answering DBSIZE 0 (a replica's keys
 	// are its master's copy) — and that every other reachable node has forgotten: their pods

@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// redisPod is pod c-shard-<shard>-<ord> with the given IP and redis
+// container state (nil: no container status yet).
+func redisPod(name, ip string, state *corev1.ContainerState) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p.Status.Phase = corev1.PodPending
+	p.Status.PodIP = ip
+	if state != nil {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.RedisContainerName, State: *state}}
+	}
+	return p
+}
+
+// A shard's pods that do not run are Down endpoints, with their IP when
+// they have one and why they do not run; an expected pod that does not
+// exist is Down "missing". Status names each with the same state.
+func TestShardSpecMarksPodsThatDoNotRun(t *testing.T) {
+	running := &corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	crashing := &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	terminating := redisPod("c-shard-1-0", "10.0.0.5", running)
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	pods := []corev1.Pod{
+		redisPod("c-shard-0-0", "10.0.0.1", running),
+		redisPod("c-shard-0-1", "", nil),
+		redisPod("c-shard-0-2", "10.0.0.3", crashing),
+		terminating,
+		// c-shard-1-1 and c-shard-1-2 do not exist.
+	}
+	shards := groupPods("c", 2, 2, func(int) string { return "h" }, nil, nil, pods)
+	want := [][]topology.Endpoint{
+		{
+			{Name: "c-shard-0-0", Addr: "10.0.0.1:6379"},
+			{Name: "c-shard-0-1", Down: "Pending"},
+			{Name: "c-shard-0-2", Addr: "10.0.0.3:6379", Down: "CrashLoopBackOff"},
+		},
+		{
+			{Name: "c-shard-1-0", Addr: "10.0.0.5:6379", Down: "Terminating"},
+			{Name: "c-shard-1-1", Down: "missing"},
+			{Name: "c-shard-1-2", Down: "missing"},
+		},
+	}
+	for i, sh := range shards {
+		if got := sh.spec().Nodes; !slices.Equal(got, want[i]) {
+			t.Errorf("shard %d: %+v, want %+v", i, got, want[i])
+		}
+	}
+	d := topology.Desired{ReplicasPerShard: 2}
+	for _, sh := range shards {
+		d.Shards = append(d.Shards, sh.spec())
+	}
+	if err := d.Validate(); err != nil {
+		t.Errorf("the engine refuses the shape: %v", err)
+	}
+
+	summary := podsSummary(shards, time.Now())
+	states := map[string]string{
+		"c-shard-0-1": "Pending", "c-shard-0-2": "CrashLoopBackOff", "c-shard-1-0": "Terminating",
+		"c-shard-1-1": "missing", "c-shard-1-2": "missing",
+	}
+	for pod, st := range states {
+		if summary.States[pod] != st {
+			t.Errorf("%s: state %q, want %q", pod, summary.States[pod], st)
+		}
+	}
+	if summary.States["c-shard-0-0"] != "not ready" {
+		t.Errorf("a running pod without the Ready condition: state %q", summary.States["c-shard-0-0"])
+	}
+}
