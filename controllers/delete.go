@@ -31,6 +31,7 @@ const deletionRetry = 2 * time.Second
 func (r *RedisClusterReconciler) reconcileDelete(ctx context.Context, rc *cachev1beta1.RedisCluster) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	r.metrics.forget(rc.Namespace, rc.Name)
+	r.Redis.Forget(client.ObjectKeyFromObject(rc).String())
 	if !controllerutil.ContainsFinalizer(rc, cachev1beta1.Finalizer) {
 		return ctrl.Result{}, nil
 	}

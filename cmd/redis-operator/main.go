@@ -28,6 +28,7 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
 	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/topology"
 	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
@@ -43,15 +44,18 @@ func main() {
 	}
 	var (
 		metricsAddr, probeAddr  string
+		pprofAddr               string
 		leaderElect             bool
 		leaderElectionNamespace string
 		maxConcurrent           int
+		redisPoolSize           int
 		reconciler              controllers.RedisClusterReconciler
 	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (sigs.k8s.io/controller-runtime/pkg/client/config).
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (/metrics); 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes (/healthz, /readyz)")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (/debug/pprof/), for profiling; empty or 0 disables them")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader (a Lease) so that one replica reconciles at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", defaultNamespace(),
 		"Namespace of the leader election Lease (default: $POD_NAMESPACE, the pod's own namespace, or \"default\" outside a cluster)")
@@ -64,6 +68,8 @@ func main() {
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
+	flag.IntVar(&redisPoolSize, "redis-pool-size", controllers.DefaultRedisPoolSize,
+		"Redis clients kept across passes, one per node, so a resync reuses authenticated connections; past it the least recently used is closed")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// Webhooks (package webhooks): --webhook-certs and the names the
@@ -79,6 +85,7 @@ func main() {
 		"Serve the conversion and validating webhooks; false runs the controller alone, for example outside a cluster against a kubeconfig whose CRDs have no webhooks configured")
 	flag.Parse()
 	reconciler.VaultAddresses = *vaultAddresses
+	reconciler.Redis = topology.NewPool(redisPoolSize)
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -96,6 +103,7 @@ func main() {
 		GracefulShutdownTimeout: &shutdownTimeout,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "redis-operator.cache.redis.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
