@@ -125,6 +125,11 @@ type RedisClusterReconciler struct {
 	// authenticated connections; a deleted cluster's are closed.
 	Redis *topology.Pool
 
+	// agreed remembers the children drifted found matching (drift.go);
+	// healthy the last status.health computed (health.go).
+	agreed  agreement
+	healthy healthMemos
+
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
 
@@ -222,6 +227,8 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
 			r.Redis.Forget(req.String())
+			r.agreed.forget(req.NamespacedName)
+			r.healthy.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

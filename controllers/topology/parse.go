@@ -171,7 +171,7 @@ func parseNodeLine(line string) (NodeRecord, error) {
 	default:
 		return r, parseErr("link-state %q", f[7])
 	}
-	var slots []int
+	var ranges []SlotRange
 	for _, tok := range f[8:] {
 		if strings.HasPrefix(tok, "[") {
 			if err := parseOpenSlot(tok, &r); err != nil {
@@ -183,17 +183,22 @@ func parseNodeLine(line string) (NodeRecord, error) {
 		if err != nil {
 			return r, parseErr("%v", err)
 		}
-		for s := sr.Start; s <= sr.End; s++ {
-			slots = append(slots, s)
+		ranges = append(ranges, sr)
+	}
+	// Sorted, checked for overlaps and merged where adjacent: the maximal ranges, without
+	// expanding them slot by slot.
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].Start < ranges[j].Start })
+	for _, sr := range ranges {
+		last := len(r.Slots) - 1
+		switch {
+		case last >= 0 && sr.Start <= r.Slots[last].End:
+			return r, parseErr("slot %d listed twice", sr.Start)
+		case last >= 0 && sr.Start == r.Slots[last].End+1:
+			r.Slots[last].End = sr.End
+		default:
+			r.Slots = append(r.Slots, sr)
 		}
 	}
-	sort.Ints(slots)
-	for i := 1; i < len(slots); i++ {
-		if slots[i] == slots[i-1] {
-			return r, parseErr("slot %d listed twice", slots[i])
-		}
-	}
-	r.Slots = RangesOf(slots)
 	return r, nil
 }
 

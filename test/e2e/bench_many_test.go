@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,7 +41,8 @@ import (
 // It stops the suite's operator and runs its own, with metrics on
 // 127.0.0.1, the default log level and --resync-period E2E_BENCH_RESYNC
 // (default 10s, shorter than the operator's 30 s default so that the window
-// holds several resyncs per cluster; the table says which). The idle window
+// holds several resyncs per cluster; the table says which), and Go's pprof
+// endpoints on E2E_BENCH_PPROF (an address; none by default). The idle window
 // is E2E_BENCH_WINDOW (default 60s). Growth stops early, with a note, when
 // the machine's MemAvailable falls under 1.5 GiB.
 //
@@ -117,9 +119,12 @@ func startBenchOperator(b *testing.B, resync time.Duration) *benchOperator {
 	metricsAddr := l.Addr().String()
 	_ = l.Close()
 	op := &benchOperator{metricsURL: "http://" + metricsAddr + "/metrics", logPath: filepath.Join(env.stateDir, "logs", "operator-bench.log")}
-	op.p, err = startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, op.logPath, filepath.Join(env.binDir, "redis-operator"),
-		"--kubeconfig", filepath.Join(env.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--resync-period="+resync.String())
+	args := []string{"--kubeconfig", filepath.Join(env.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0", "--resync-period=" + resync.String()}
+	if addr := os.Getenv("E2E_BENCH_PPROF"); addr != "" {
+		args = append(args, "--pprof-bind-address="+addr)
+	}
+	op.p, err = startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, op.logPath, filepath.Join(env.binDir, "redis-operator"), args...)
 	if err != nil {
 		b.Fatalf("starting the benchmark's operator: %v", err)
 	}
