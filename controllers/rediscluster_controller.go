@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -285,7 +286,7 @@ type phase func(ctx context.Context, s *scope) (res ctrl.Result, stop bool, err 
 // reconcileNormal runs the phases in order, keeping the soonest requeue;
 // an error ends the pass (the status still records what was learned).
 func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	result := ctrl.Result{RequeueAfter: r.ResyncPeriod}
+	result := ctrl.Result{RequeueAfter: resyncAfter(r.ResyncPeriod)}
 	for _, p := range []phase{
 		r.validateSpec,
 		r.reconcileCredentials,
@@ -314,6 +315,18 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		result.RequeueAfter = busyRequeue
 	}
 	return result, nil
+}
+
+// resyncJitter spreads the resyncs of a settled cluster over ±10% of the
+// period (the mean stays the period): clusters created together would
+// otherwise come due together, every period, and queue for the workers in
+// one burst, delaying the passes of a cluster that has work to do.
+const resyncJitter = 0.1
+
+// resyncAfter is when a settled cluster is observed again: period, jittered
+// by resyncJitter.
+func resyncAfter(period time.Duration) time.Duration {
+	return wait.Jitter(time.Duration(float64(period)*(1-resyncJitter)), 2*resyncJitter/(1-resyncJitter))
 }
 
 // validateSpec stops the pass for a spec that can never be reconciled (the

@@ -291,6 +291,7 @@ type benchRow struct {
 	anonMiB               float64 // RssAnon: RSS without the mapped binary
 	machine               string  // where the machine's CPU went in the window (machineCPU)
 	p50, p99              float64 // seconds
+	wait50, wait99        float64 // seconds a pass waited in the work queue for a worker
 	passes                float64 // reconcile passes in the window
 	writesPerMin          float64
 	writesByMethod        map[string]float64
@@ -403,6 +404,8 @@ func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]co
 		cpuPct:         100 * float64(p1.cpuTicks-p0.cpuTicks) / userHZ / elapsed.Seconds(),
 		p50:            histogramQuantile(m0, m1, "controller_runtime_reconcile_time_seconds", ctrl, 0.5),
 		p99:            histogramQuantile(m0, m1, "controller_runtime_reconcile_time_seconds", ctrl, 0.99),
+		wait50:         histogramQuantile(m0, m1, "workqueue_queue_duration_seconds", map[string]string{"name": "rediscluster"}, 0.5),
+		wait99:         histogramQuantile(m0, m1, "workqueue_queue_duration_seconds", map[string]string{"name": "rediscluster"}, 0.99),
 		passes:         metricSum(m1, "controller_runtime_reconcile_total", ctrl) - metricSum(m0, "controller_runtime_reconcile_total", ctrl),
 		writesByMethod: map[string]float64{},
 		memAvailGiB:    gib(memAvailable()),
