@@ -42,7 +42,8 @@ func checkControlled(rc *cachev1beta1.RedisCluster, live client.Object) error {
 // hand edit (a StatefulSet scaled to 0, an edited ConfigMap, a removed
 // Service port) is reverted in the next pass. live must be an empty object
 // of desired's type; it is filled from the cache (or the API server, see
-// getChild). It reports whether it wrote.
+// getChild). A pair found in agreement before is not compared again (see
+// agreement). It reports whether it wrote.
 func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, live client.Object) (bool, error) {
 	err := r.getChild(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
@@ -53,11 +54,16 @@ func (r *RedisClusterReconciler) apply(ctx context.Context, s *scope, desired, l
 		if err := checkControlled(s.rc, live); err != nil {
 			return false, err
 		}
+		cluster := client.ObjectKeyFromObject(s.rc)
+		if r.agreed.agrees(cluster, desired, live) {
+			return false, nil
+		}
 		path, differs, err := drifted(desired, live)
 		if err != nil {
 			return false, err
 		}
 		if !differs {
+			r.agreed.remember(cluster, desired, live)
 			return false, nil
 		}
 		if live.GetAnnotations()[resources.AppliedHashAnnotation] == desired.GetAnnotations()[resources.AppliedHashAnnotation] {

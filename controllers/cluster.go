@@ -45,7 +45,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 	if len(up) == 0 {
 		return ctrl.Result{}, false, nil
 	}
-	eng := r.engine(s.password, s.log)
+	eng := r.engine(s, s.password)
 	desired := s.desired()
 
 	if s.rc.Spec.Paused {

@@ -31,6 +31,9 @@ const deletionRetry = 2 * time.Second
 func (r *RedisClusterReconciler) reconcileDelete(ctx context.Context, rc *cachev1beta1.RedisCluster) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	r.metrics.forget(rc.Namespace, rc.Name)
+	r.Redis.Forget(client.ObjectKeyFromObject(rc).String())
+	r.agreed.forget(client.ObjectKeyFromObject(rc))
+	r.healthy.forget(client.ObjectKeyFromObject(rc))
 	if !controllerutil.ContainsFinalizer(rc, cachev1beta1.Finalizer) {
 		return ctrl.Result{}, nil
 	}

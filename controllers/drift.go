@@ -2,10 +2,13 @@ package controllers
 
 import (
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
 // drifted reports whether live differs from desired in a field desired
@@ -102,4 +105,58 @@ func sameNumber(w float64, have any) bool {
 		return h == w
 	}
 	return false
+}
+
+// agreement remembers, per cluster and child, the live resourceVersion and
+// the desired AppliedHashAnnotation that drifted last found in agreement:
+// drifted is a function of the two objects alone, the hash stands for
+// desired (SetAppliedHash: the builder's output, hashed after every
+// adjustment) and the resourceVersion for live (the cache holds one content
+// per version), so the same pair agrees again without the two conversions
+// to JSON form. Safe for concurrent use; the zero value is empty.
+type agreement struct {
+	mu   sync.Mutex
+	seen map[client.ObjectKey]map[string]string // cluster → child → "resourceVersion/hash"
+}
+
+func agreementKey(desired client.Object) (string, string, bool) {
+	h := desired.GetAnnotations()[resources.AppliedHashAnnotation]
+	child := fmt.Sprintf("%T/%s/%s", desired, desired.GetNamespace(), desired.GetName())
+	return child, h, h != ""
+}
+
+// agrees reports whether drifted already found desired and live, at this
+// version, in agreement.
+func (a *agreement) agrees(cluster client.ObjectKey, desired, live client.Object) bool {
+	child, h, ok := agreementKey(desired)
+	if !ok || live.GetResourceVersion() == "" {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.seen[cluster][child] == live.GetResourceVersion()+"/"+h
+}
+
+// remember records that drifted found desired and live in agreement.
+func (a *agreement) remember(cluster client.ObjectKey, desired, live client.Object) {
+	child, h, ok := agreementKey(desired)
+	if !ok || live.GetResourceVersion() == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seen = map[client.ObjectKey]map[string]string{}
+	}
+	if a.seen[cluster] == nil {
+		a.seen[cluster] = map[string]string{}
+	}
+	a.seen[cluster][child] = live.GetResourceVersion() + "/" + h
+}
+
+// forget drops what is remembered for cluster (deleted).
+func (a *agreement) forget(cluster client.ObjectKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.seen, cluster)
 }

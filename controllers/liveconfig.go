@@ -56,7 +56,7 @@ func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *sco
 	s.log.Info("Applying live config", "keys", strings.Join(keys, ","), "nodes", len(eps))
 	actx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
 	defer cancel()
-	if err := r.engine(s.password, s.log).ApplyConfig(actx, eps, apply); err != nil {
+	if err := r.engine(s, s.password).ApplyConfig(actx, eps, apply); err != nil {
 		s.failed("ConfigFailed", "CONFIG SET of %s failed: %v", strings.Join(keys, ", "), err)
 		if isTransient(err) {
 			return ctrl.Result{RequeueAfter: busyRequeue}, false, nil

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -21,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -50,6 +51,10 @@ const (
 	DefaultPassBudget      = 10 * time.Second
 	DefaultRedisTimeout    = 5 * time.Second
 	DefaultDeletionTimeout = 2 * time.Minute
+	// DefaultRedisPoolSize bounds the Redis clients kept across passes: one
+	// per node, about 20 KiB each (clientBufferSize buffers and go-redis's
+	// own state), so 1024 cover 341 clusters of 3 nodes in about 20 MiB.
+	DefaultRedisPoolSize = 1024
 
 	// busyRequeue is how soon a pass looks again while something is
 	// changing that no Kubernetes event announces (gossip, replica sync).
@@ -123,6 +128,16 @@ type RedisClusterReconciler struct {
 	// (CacheOptions).
 	WatchNamespaces []string
 
+	// Redis keeps the engine's Redis clients across passes (one per node,
+	// at most DefaultRedisPoolSize unless set), so that a resync reuses
+	// authenticated connections; a deleted cluster's are closed.
+	Redis *topology.Pool
+
+	// agreed remembers the children drifted found matching (drift.go);
+	// healthy the last status.health computed (health.go).
+	agreed  agreement
+	healthy healthMemos
+
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
 
@@ -161,6 +176,17 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	if r.OperatorNamespace == "" {
 		r.OperatorNamespace = resources.DefaultOperatorNamespace
+	}
+	if r.Redis == nil {
+		r.Redis = topology.NewPool(DefaultRedisPoolSize)
+	}
+	pool := r.Redis
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		pool.Close()
+		return nil
+	})); err != nil {
+		return fmt.Errorf("registering the Redis pool's shutdown: %w", err)
 	}
 	r.metrics = registerMetrics()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1beta1.RedisCluster{}, authSecretIndex, indexAuthSecret); err != nil {
@@ -214,6 +240,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
+			r.Redis.Forget(req.String())
+			r.agreed.forget(req.NamespacedName)
+			r.healthy.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -270,7 +299,7 @@ type phase func(ctx context.Context, s *scope) (res ctrl.Result, stop bool, err 
 // reconcileNormal runs the phases in order, keeping the soonest requeue;
 // an error ends the pass (the status still records what was learned).
 func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	result := ctrl.Result{RequeueAfter: r.ResyncPeriod}
+	result := ctrl.Result{RequeueAfter: resyncAfter(r.ResyncPeriod)}
 	for _, p := range []phase{
 		r.validateSpec,
 		r.reconcileCredentials,
@@ -299,6 +328,18 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		result.RequeueAfter = busyRequeue
 	}
 	return result, nil
+}
+
+// resyncJitter spreads the resyncs of a settled cluster over ±10% of the
+// period (the mean stays the period): clusters created together would
+// otherwise come due together, every period, and queue for the workers in
+// one burst, delaying the passes of a cluster that has work to do.
+const resyncJitter = 0.1
+
+// resyncAfter is when a settled cluster is observed again: period, jittered
+// by resyncJitter.
+func resyncAfter(period time.Duration) time.Duration {
+	return wait.Jitter(time.Duration(float64(period)*(1-resyncJitter)), 2*resyncJitter/(1-resyncJitter))
 }
 
 // validateSpec stops the pass for a spec that can never be reconciled (the
@@ -426,17 +467,20 @@ func (r *RedisClusterReconciler) reader() client.Reader {
 	return r.Client
 }
 
-// engine returns a topology engine that authenticates with password and
-// bounds every dial and command by RedisTimeout.
-func (r *RedisClusterReconciler) engine(password string, log logr.Logger) *topology.Engine {
+// engine returns a topology engine for s's cluster that authenticates
+// with password, bounds every dial and command by RedisTimeout and keeps
+// its clients in r.Redis.
+func (r *RedisClusterReconciler) engine(s *scope, password string) *topology.Engine {
 	return topology.New(topology.Options{
+		Pool:           r.Redis,
+		PoolOwner:      client.ObjectKeyFromObject(s.rc).String(),
 		Password:       password,
 		DialTimeout:    r.RedisTimeout,
 		CommandTimeout: r.RedisTimeout,
 		// A pass that only waits for Redis returns soon, so status shows
 		// what it waits for (a master unreachable, a failover to come).
 		WaitBudget: engineWaitBudget,
-		Logger:     log.WithName("topology"),
+		Logger:     s.log.WithName("topology"),
 	})
 }
 

@@ -74,7 +74,7 @@ func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope,
 		s.log.Info("Planned failover", "shard", action.Shard, "pod", action.Pod, "reason", action.Reason)
 		fctx, cancel := context.WithTimeout(ctx, failoverTimeout)
 		defer cancel()
-		if err := r.engine(s.password, s.log).Failover(fctx, s.desired(), action.Shard, action.Pod); err != nil {
+		if err := r.engine(s, s.password).Failover(fctx, s.desired(), action.Shard, action.Pod); err != nil {
 			s.failed("FailoverFailed", "Failover of shard %s to %s: %v", action.Shard, action.Pod, err)
 			if isTransient(err) {
 				return ctrl.Result{RequeueAfter: busyRequeue}, false, nil

@@ -98,7 +98,7 @@ func (r *RedisClusterReconciler) reconcileRotation(ctx context.Context, s *scope
 	defer cancel()
 	save := func(next rotation.State) error { return r.applyRotationSecret(actx, s, next) }
 	target := st.PendingVersion
-	out, err := rotation.Advance(actx, r.engine(st.Live, s.log), eps, &st, grace, s.now, save)
+	out, err := rotation.Advance(actx, r.engine(s, st.Live), eps, &st, grace, s.now, save)
 	s.rotation = st
 	s.password = st.Live
 	setRotationStep(s, out.Step)

@@ -24,6 +24,7 @@ import (
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
+	"github.com/redis-operator/redis-operator/controllers/topology"
 	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
@@ -39,15 +40,18 @@ func main() {
 	}
 	var (
 		metricsAddr, probeAddr  string
+		pprofAddr               string
 		leaderElect             bool
 		leaderElectionNamespace string
 		maxConcurrent           int
+		redisPoolSize           int
 		reconciler              controllers.RedisClusterReconciler
 	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (sigs.k8s.io/controller-runtime/pkg/client/config).
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (/metrics); 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes (/healthz, /readyz)")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (/debug/pprof/), for profiling; empty or 0 disables them")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader (a Lease) so that one replica reconciles at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", defaultNamespace(),
 		"Namespace of the leader election Lease (default: $POD_NAMESPACE, the pod's own namespace, or \"default\" outside a cluster)")
@@ -63,6 +67,8 @@ func main() {
 	watchNamespaces := flag.String("watch-namespaces", "",
 		"Comma-separated namespaces whose RedisClusters the operator reconciles and whose objects it caches and watches; empty: all namespaces. "+
 			"The namespaced install (kustomize/components/namespaced) grants access in those namespaces only")
+	flag.IntVar(&redisPoolSize, "redis-pool-size", controllers.DefaultRedisPoolSize,
+		"Redis clients kept across passes, one per node, so a resync reuses authenticated connections; past it the least recently used is closed")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// Webhooks (package webhooks): --webhook-certs and the names the
@@ -79,6 +85,7 @@ func main() {
 	flag.Parse()
 	reconciler.VaultAddresses = *vaultAddresses
 	reconciler.WatchNamespaces = splitNamespaces(*watchNamespaces)
+	reconciler.Redis = topology.NewPool(redisPoolSize)
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -94,6 +101,7 @@ func main() {
 		GracefulShutdownTimeout: &shutdownTimeout,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "redis-operator.cache.redis.io",
 		LeaderElectionNamespace: leaderElectionNamespace,

@@ -115,7 +115,10 @@ func (a *assessment) computeOwners() {
 		id    string
 		epoch uint64
 	}
-	var claims [NumSlots][]claim
+	// first holds each slot's first claim by a reachable master, more the others (a slot
+	// claimed twice is rare: one small map instead of a slice per slot).
+	var first [NumSlots]claim
+	more := map[int][]claim{}
 	for _, n := range a.reachable() {
 		self := n.Self()
 		if self == nil || !self.Flags.Master {
@@ -123,7 +126,11 @@ func (a *assessment) computeOwners() {
 		}
 		for _, r := range self.Slots {
 			for s := r.Start; s <= r.End; s++ {
-				claims[s] = append(claims[s], claim{n.ID, self.ConfigEpoch})
+				if first[s].id == "" {
+					first[s] = claim{n.ID, self.ConfigEpoch}
+				} else {
+					more[s] = append(more[s], claim{n.ID, self.ConfigEpoch})
+				}
 			}
 		}
 	}
@@ -152,8 +159,8 @@ func (a *assessment) computeOwners() {
 	}
 	sort.Strings(ids)
 	for s := range NumSlots {
-		switch len(claims[s]) {
-		case 0:
+		switch {
+		case first[s].id == "":
 			best, bestVotes := "", 0
 			for _, id := range ids {
 				v := votes[id][s]
@@ -162,12 +169,12 @@ func (a *assessment) computeOwners() {
 				}
 			}
 			a.owner[s] = best
-		case 1:
-			a.owner[s] = claims[s][0].id
+		case len(more[s]) == 0:
+			a.owner[s] = first[s].id
 		default:
 			a.contested.Add(s)
-			best := claims[s][0]
-			for _, c := range claims[s][1:] {
+			best := first[s]
+			for _, c := range more[s] {
 				if c.epoch > best.epoch || c.epoch == best.epoch && c.id < best.id {
 					best = c
 				}
@@ -326,7 +333,10 @@ func handshaking(n *NodeView, addr string) bool {
 
 // ownedBy lists the slots whose consensus owner is id, ascending.
 func (a *assessment) ownedBy(id string) []int {
-	var out []int
+	if a.slotCount[id] == 0 {
+		return nil
+	}
+	out := make([]int, 0, a.slotCount[id])
 	for s := range NumSlots {
 		if a.owner[s] == id {
 			out = append(out, s)

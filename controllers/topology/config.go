@@ -46,7 +46,9 @@ func (e *Engine) ApplyConfig(ctx context.Context, eps []Endpoint, cfg map[string
 			defer wg.Done()
 			n := &NodeView{Endpoint: ep}
 			e.log.Info("Applying config", "node", ep.Name, "keys", strings.Join(keys, ","))
-			if err := e.do(ctx, c, n, args...); err != nil {
+			err := e.do(ctx, c, n, args...)
+			c.configChanged(ep.Addr) // a failed CONFIG SET may have applied too
+			if err != nil {
 				errs[i] = fmt.Errorf("%s: %s", ep.Name, mask(err.Error(), configSecrets(cfg)))
 				if errors.Is(err, ErrAuth) {
 					errs[i] = fmt.Errorf("%w: %w", ErrAuth, errs[i])

@@ -5,8 +5,8 @@
 // The engine works in three parts, following the Redis Cluster specification
 // (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/):
 //
-//   - Observe reads CLUSTER NODES, CLUSTER INFO, CLUSTER SHARDS and INFO replication from
-//     every endpoint into a ClusterView ("Cluster topology").
+//   - Observe reads CLUSTER NODES, CLUSTER INFO and INFO replication, keyspace and server
+//     from every endpoint into a ClusterView ("Cluster topology").
 //   - Plan is a pure, deterministic function from a view and the Desired shape to typed,
 //     idempotent Steps: assign slots, meet ("Node handshake"), repair open slots, forget
 //     dead nodes ("Removing nodes from a cluster"), attach replicas, move slots ("Live

@@ -14,10 +14,11 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// Engine drives a Redis Cluster towards a Desired shape. It holds no connections between
-// calls; each call opens what it needs and closes it before returning. Safe for concurrent
-// use, but two calls acting on the same cluster at once would fight: the controller runs
-// one at a time per cluster.
+// Engine drives a Redis Cluster towards a Desired shape. Without Options.Pool it holds no
+// connections between calls: each call opens what it needs and closes it before returning;
+// with a Pool, clients (and what observations remember per node) outlive the call. Safe for
+// concurrent use, but two calls acting on the same cluster at once would fight: the
+// controller runs one at a time per cluster.
 type Engine struct {
 	opts Options
 	log  logr.Logger
@@ -59,11 +60,18 @@ func New(opts Options) *Engine {
 	return &Engine{opts: opts, log: log}
 }
 
+// clientBufferSize is the read and the write buffer of each connection: go-redis's 32 KiB
+// defaults (and 128 KiB for its separate pipeline pool) would cost a long-lived pool of a
+// few hundred nodes tens of MiB, while a CLUSTER NODES reply of 100 nodes is about 20 KiB
+// and longer replies are read past the buffer anyway.
+const clientBufferSize = 8 << 10
+
 // newClient is the one go-redis client configuration of the engine, for the node at addr
-// with password ("" for none): RESP2 (no HELLO), no CLIENT SETINFO on connect (a Redis 7.2
-// command), go-redis's maintenance notifications off, opts' dial and command timeouts
-// bounding every call along with its context, poolSize connections, and no retries (the
-// engine observes again and plans anew instead).
+// with password ("" for none): RESP2, no CLIENT SETINFO on connect (a Redis 7.2 command),
+// go-redis's maintenance notifications off, opts' dial and command timeouts bounding every
+// call along with its context, poolSize connections shared by commands and pipelines (no
+// separate pipeline pool), clientBufferSize buffers, and no retries (the engine observes
+// again and plans anew instead).
 func newClient(opts Options, addr, password string, poolSize int) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
@@ -76,24 +84,33 @@ func newClient(opts Options, addr, password string, poolSize int) *redis.Client 
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		PoolSize:              poolSize,
+		PipelinePoolSize:      -1,
+		ReadBufferSize:        clientBufferSize,
+		WriteBufferSize:       clientBufferSize,
 		MaintNotificationsConfig: &maintnotifications.Config{
 			Mode: maintnotifications.ModeDisabled,
 		},
 	})
 }
 
-// conns caches one client per address for the duration of one engine call.
+// conns gives one engine call its client per address: opts.Pool's when set, otherwise
+// clients of its own, closed by close. Without a pool, what observations remember per node
+// lasts for the call.
 type conns struct {
 	opts    Options
 	mu      sync.Mutex
 	clients map[string]*redis.Client
+	memos   map[string]nodeMemo
 }
 
 func (e *Engine) newConns() *conns {
-	return &conns{opts: e.opts, clients: map[string]*redis.Client{}}
+	return &conns{opts: e.opts, clients: map[string]*redis.Client{}, memos: map[string]nodeMemo{}}
 }
 
 func (c *conns) get(addr string) *redis.Client {
+	if c.opts.Pool != nil {
+		return c.opts.Pool.client(c.opts, c.opts.PoolOwner, addr)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl, ok := c.clients[addr]; ok {
@@ -102,6 +119,44 @@ func (c *conns) get(addr string) *redis.Client {
 	cl := newClient(c.opts, addr, c.opts.Password, 4)
 	c.clients[addr] = cl
 	return cl
+}
+
+func (c *conns) memo(addr string) nodeMemo {
+	if c.opts.Pool != nil {
+		return c.opts.Pool.memo(c.opts.PoolOwner, addr)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.memos[addr]
+}
+
+func (c *conns) remember(addr string, m nodeMemo) {
+	if c.opts.Pool != nil {
+		c.opts.Pool.remember(c.opts.PoolOwner, addr, m)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.memos[addr] = m
+}
+
+// configChanged makes the next observation of addr read its config again.
+func (c *conns) configChanged(addr string) {
+	m := c.memo(addr)
+	m.timeoutAt = time.Time{}
+	c.remember(addr, m)
+}
+
+// retain closes the pooled clients of the call's owner for addresses not among eps.
+func (c *conns) retain(eps []Endpoint) {
+	if c.opts.Pool == nil || c.opts.PoolOwner == "" {
+		return
+	}
+	keep := make(map[string]bool, len(eps))
+	for _, ep := range eps {
+		keep[ep.Addr] = true
+	}
+	c.opts.Pool.retain(c.opts.PoolOwner, keep)
 }
 
 func (c *conns) close() {
@@ -118,11 +173,13 @@ func (e *Engine) cmdCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, e.opts.CommandTimeout)
 }
 
-// Observe connects to each endpoint and reads CLUSTER NODES, CLUSTER INFO, CLUSTER SHARDS,
-// INFO replication, DBSIZE and cluster-node-timeout into a typed view (spec: "Cluster
-// topology"). Unreachable nodes, and nodes whose replies do not parse, are kept with their
-// error; an authentication failure wraps ErrAuth. The error is non-nil only for invalid
-// endpoints (ErrInvalidDesired) or a done context.
+// Observe reads each endpoint's CLUSTER NODES, CLUSTER INFO, INFO replication, keyspace and
+// server (the number of keys, the run_id) and cluster-node-timeout into a typed view (spec:
+// "Cluster topology"); see observeNode for what a settled node is spared. Unreachable nodes,
+// and nodes whose replies do not parse, are kept with their error; an authentication failure
+// wraps ErrAuth. The error is non-nil only for invalid endpoints (ErrInvalidDesired) or a
+// done context. With Options.Pool, the owner's pooled clients for addresses not among eps
+// are closed.
 func (e *Engine) Observe(ctx context.Context, eps []Endpoint) (*ClusterView, error) {
 	c := e.newConns()
 	defer c.close()
@@ -140,6 +197,7 @@ func (e *Engine) observe(ctx context.Context, c *conns, eps []Endpoint) (*Cluste
 			return nil, fmt.Errorf("%w: endpoint %s: %w", ErrInvalidDesired, ep.Name, err)
 		}
 	}
+	c.retain(eps)
 	view := &ClusterView{Nodes: make([]*NodeView, len(eps))}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -149,7 +207,7 @@ func (e *Engine) observe(ctx context.Context, c *conns, eps []Endpoint) (*Cluste
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			view.Nodes[i] = e.observeNode(ctx, c.get(ep.Addr), ep)
+			view.Nodes[i] = e.observeNode(ctx, c, ep)
 		}()
 	}
 	wg.Wait()
@@ -160,69 +218,132 @@ func (e *Engine) observe(ctx context.Context, c *conns, eps []Endpoint) (*Cluste
 	return view, nil
 }
 
-func (e *Engine) observeNode(ctx context.Context, cl *redis.Client, ep Endpoint) *NodeView {
-	n := &NodeView{Endpoint: ep}
+// observeNode reads one node. A settled node costs two commands, pipelined: CLUSTER NODES and
+// INFO replication keyspace server. CLUSTER INFO joins them unless the node said
+// cluster_state:ok over two observations whose CLUSTER NODES had the same shape (nodesShape)
+// and this one's shape and run_id are still the same (nodeMemo.infoReusable): the reply is
+// then the remembered one, which every field of it but the epochs and the message counters
+// follows from that shape. When the shape or the run_id turned out changed, the node is read
+// again with CLUSTER INFO, so the view never pairs a remembered CLUSTER INFO with a changed
+// topology. CONFIG GET cluster-node-timeout joins the first read of a node, after a restart
+// (a new run_id), after the engine set config on it and every configMaxAge.
+func (e *Engine) observeNode(ctx context.Context, c *conns, ep Endpoint) *NodeView {
+	cl := c.get(ep.Addr)
+	memo := c.memo(ep.Addr)
 	cctx, cancel := e.cmdCtx(ctx)
 	defer cancel()
-	pipe := cl.Pipeline()
-	nodesCmd := pipe.ClusterNodes(cctx)
-	infoCmd := pipe.ClusterInfo(cctx)
-	shardsCmd := pipe.Do(cctx, "CLUSTER", "SHARDS")
-	replCmd := pipe.Info(cctx, "replication")
-	sizeCmd := pipe.DBSize(cctx)
-	timeoutCmd := pipe.ConfigGet(cctx, "cluster-node-timeout")
-	_, execErr := pipe.Exec(cctx) // per-command errors are examined below
-	if err := connErr(execErr); err != nil {
-		n.Err = err
-		return n
+	now := time.Now()
+	reusable := memo.infoReusable()
+	r := e.readNode(cctx, cl, !reusable, memo.configStale(now))
+	if r.err != nil {
+		return &NodeView{Endpoint: ep, Err: r.err}
 	}
-	if err := nodesCmd.Err(); err != nil {
-		n.Err = classify(err)
-		return n
+	if r.runID != memo.runID {
+		memo = nodeMemo{runID: r.runID}
 	}
-	var err error
-	if n.Known, err = ParseClusterNodes(nodesCmd.Val()); err != nil {
-		n.Err = err
-		return n
-	}
-	self := n.Self()
-	if self == nil {
-		n.Err = parseErr("CLUSTER NODES has no myself entry")
-		n.Known = nil
-		return n
-	}
-	n.ID = self.ID
-	fail := func(err error) *NodeView {
-		return &NodeView{Endpoint: ep, Err: err}
-	}
-	if err := infoCmd.Err(); err != nil {
-		return fail(classify(err))
-	}
-	if n.Info, err = ParseClusterInfo(infoCmd.Val()); err != nil {
-		return fail(err)
-	}
-	if err := shardsCmd.Err(); err != nil {
-		return fail(classify(err))
-	}
-	if n.Shards, err = ParseClusterShards(shardsCmd.Val()); err != nil {
-		return fail(err)
-	}
-	if err := replCmd.Err(); err != nil {
-		return fail(classify(err))
-	}
-	if n.Replication, err = ParseReplicationInfo(replCmd.Val()); err != nil {
-		return fail(err)
-	}
-	if err := sizeCmd.Err(); err != nil {
-		return fail(classify(err))
-	}
-	n.Keys = sizeCmd.Val()
-	if timeoutCmd.Err() == nil { // CONFIG may be renamed away; the default is then assumed
-		if ms, err := strconv.Atoi(timeoutCmd.Val()["cluster-node-timeout"]); err == nil {
-			n.NodeTimeout = time.Duration(ms) * time.Millisecond
+	again := false
+	if r.info == nil && !(memo.infoReusable() && r.shape == memo.shape) || memo.configStale(now) && !r.configRead {
+		again = true
+		if r = e.readNode(cctx, cl, true, memo.configStale(now)); r.err != nil {
+			return &NodeView{Endpoint: ep, Err: r.err}
+		}
+		if r.runID != memo.runID {
+			memo = nodeMemo{runID: r.runID}
 		}
 	}
-	return n
+	if r.info != nil {
+		memo.stable = !again && memo.shape == r.shape
+		memo.info, memo.shape = *r.info, r.shape
+	}
+	if r.configRead {
+		memo.nodeTimeout, memo.timeoutAt = r.nodeTimeout, now
+	}
+	c.remember(ep.Addr, memo)
+	return &NodeView{
+		Endpoint: ep, ID: r.id, Known: r.known, Info: memo.info,
+		Replication: r.repl, Keys: r.keys, NodeTimeout: memo.nodeTimeout,
+	}
+}
+
+// nodeReading is one pipelined read of a node by readNode.
+type nodeReading struct {
+	err   error // the node's error: unreachable, refused, or a reply that did not parse
+	id    string
+	known []NodeRecord
+	shape string
+	repl  ReplicationInfo
+	keys  int64
+	runID string
+	info  *ClusterInfo // nil when not asked
+	// configRead says CONFIG GET was asked; nodeTimeout is then its value, 0 when refused.
+	configRead  bool
+	nodeTimeout time.Duration
+}
+
+// readNode pipelines CLUSTER NODES and INFO replication keyspace server (Redis 7 takes
+// several sections), with CLUSTER INFO when withInfo and CONFIG GET cluster-node-timeout when
+// withConfig.
+func (e *Engine) readNode(ctx context.Context, cl *redis.Client, withInfo, withConfig bool) nodeReading {
+	var r nodeReading
+	pipe := cl.Pipeline()
+	nodesCmd := pipe.ClusterNodes(ctx)
+	infoCmd := pipe.Info(ctx, "replication", "keyspace", "server")
+	var clusterCmd *redis.StringCmd
+	if withInfo {
+		clusterCmd = pipe.ClusterInfo(ctx)
+	}
+	var timeoutCmd *redis.MapStringStringCmd
+	if withConfig {
+		timeoutCmd = pipe.ConfigGet(ctx, "cluster-node-timeout")
+	}
+	_, execErr := pipe.Exec(ctx) // per-command errors are examined below
+	if r.err = connErr(execErr); r.err != nil {
+		return r
+	}
+	if err := nodesCmd.Err(); err != nil {
+		r.err = classify(err)
+		return r
+	}
+	known, err := ParseClusterNodes(nodesCmd.Val())
+	if err != nil {
+		r.err = err
+		return r
+	}
+	for _, k := range known {
+		if k.Flags.Myself {
+			r.id = k.ID
+		}
+	}
+	if r.id == "" {
+		r.err = parseErr("CLUSTER NODES has no myself entry")
+		return r
+	}
+	if err := infoCmd.Err(); err != nil {
+		return nodeReading{err: classify(err)}
+	}
+	if r.repl, r.keys, r.runID, err = ParseNodeInfo(infoCmd.Val()); err != nil {
+		return nodeReading{err: err}
+	}
+	if clusterCmd != nil {
+		if err := clusterCmd.Err(); err != nil {
+			return nodeReading{err: classify(err)}
+		}
+		info, err := ParseClusterInfo(clusterCmd.Val())
+		if err != nil {
+			return nodeReading{err: err}
+		}
+		r.info = &info
+	}
+	if timeoutCmd != nil {
+		r.configRead = true
+		if timeoutCmd.Err() == nil { // CONFIG may be renamed away; the default is then assumed
+			if ms, err := strconv.Atoi(timeoutCmd.Val()["cluster-node-timeout"]); err == nil {
+				r.nodeTimeout = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	r.known, r.shape = known, nodesShape(nodesCmd.Val())
+	return r
 }
 
 // classify wraps authentication failures in ErrAuth.

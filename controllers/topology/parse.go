@@ -171,7 +171,7 @@ func parseNodeLine(line string) (NodeRecord, error) {
 	default:
 		return r, parseErr("link-state %q", f[7])
 	}
-	var slots []int
+	var ranges []SlotRange
 	for _, tok := range f[8:] {
 		if strings.HasPrefix(tok, "[") {
 			if err := parseOpenSlot(tok, &r); err != nil {
@@ -183,17 +183,22 @@ func parseNodeLine(line string) (NodeRecord, error) {
 		if err != nil {
 			return r, parseErr("%v", err)
 		}
-		for s := sr.Start; s <= sr.End; s++ {
-			slots = append(slots, s)
+		ranges = append(ranges, sr)
+	}
+	// Sorted, checked for overlaps and merged where adjacent: the maximal ranges, without
+	// expanding them slot by slot.
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].Start < ranges[j].Start })
+	for _, sr := range ranges {
+		last := len(r.Slots) - 1
+		switch {
+		case last >= 0 && sr.Start <= r.Slots[last].End:
+			return r, parseErr("slot %d listed twice", sr.Start)
+		case last >= 0 && sr.Start == r.Slots[last].End+1:
+			r.Slots[last].End = sr.End
+		default:
+			r.Slots = append(r.Slots, sr)
 		}
 	}
-	sort.Ints(slots)
-	for i := 1; i < len(slots); i++ {
-		if slots[i] == slots[i-1] {
-			return r, parseErr("slot %d listed twice", slots[i])
-		}
-	}
-	r.Slots = RangesOf(slots)
 	return r, nil
 }
 
@@ -403,148 +408,55 @@ func ParseReplicationInfo(text string) (ReplicationInfo, error) {
 	return ri, nil
 }
 
-// ShardRecord is one entry of CLUSTER SHARDS (Redis 7.0): a master's slot ranges and the
-// nodes of that shard.
-type ShardRecord struct {
-	Slots []SlotRange
-	Nodes []ShardNode
-}
-
-// ShardNode is one node of a CLUSTER SHARDS entry.
-type ShardNode struct {
-	ID                string
-	IP                string
-	Endpoint          string
-	Hostname          string
-	Port              int // 0 when omitted (a node without a known address)
-	TLSPort           int
-	Role              string // "master" or "replica"
-	ReplicationOffset int64
-	Health            string // "online", "failed" or "loading"
-}
-
-// ParseClusterShards parses the generic reply of CLUSTER SHARDS as go-redis returns it for
-// RESP2 (alternating key/value arrays) or RESP3 (maps).
-func ParseClusterShards(reply any) ([]ShardRecord, error) {
-	shards, ok := reply.([]any)
-	if !ok {
-		return nil, parseErr("CLUSTER SHARDS: %T, want an array", reply)
+// ParseNodeInfo parses the reply of INFO replication keyspace server: the replication
+// fields (ParseReplicationInfo), the number of keys (the keys= field of every dbN line of
+// the keyspace section, the count DBSIZE gives; 0 without any such line) and run_id, which
+// must be present (a new value means the process restarted).
+func ParseNodeInfo(text string) (ReplicationInfo, int64, string, error) {
+	ri, err := ParseReplicationInfo(text)
+	if err != nil {
+		return ri, 0, "", err
 	}
-	out := make([]ShardRecord, 0, len(shards))
-	for i, s := range shards {
-		fields, err := asMap(s)
-		if err != nil {
-			return nil, fmt.Errorf("CLUSTER SHARDS entry %d: %w", i+1, err)
+	kv := parseKV(text)
+	runID := kv["run_id"]
+	if runID == "" {
+		return ri, 0, "", parseErr("INFO server lacks run_id")
+	}
+	var keys int64
+	for k, v := range kv {
+		if !strings.HasPrefix(k, "db") || strings.TrimLeft(k[2:], "0123456789") != "" || len(k) == 2 {
+			continue
 		}
-		var rec ShardRecord
-		slots, ok := fields["slots"].([]any)
-		if !ok || len(slots)%2 != 0 {
-			return nil, parseErr("CLUSTER SHARDS entry %d: slots %v", i+1, fields["slots"])
-		}
-		for j := 0; j < len(slots); j += 2 {
-			a, errA := asInt(slots[j])
-			b, errB := asInt(slots[j+1])
-			if errA != nil || errB != nil || a < 0 || b < a || b >= NumSlots {
-				return nil, parseErr("CLUSTER SHARDS entry %d: slot range %v-%v", i+1, slots[j], slots[j+1])
-			}
-			rec.Slots = append(rec.Slots, SlotRange{Start: int(a), End: int(b)})
-		}
-		nodes, ok := fields["nodes"].([]any)
+		field, _, _ := strings.Cut(v, ",")
+		n, ok := strings.CutPrefix(field, "keys=")
 		if !ok {
-			return nil, parseErr("CLUSTER SHARDS entry %d: nodes %T", i+1, fields["nodes"])
+			return ri, 0, "", parseErr("INFO keyspace %s:%s", k, v)
 		}
-		for j, n := range nodes {
-			nf, err := asMap(n)
-			if err != nil {
-				return nil, fmt.Errorf("CLUSTER SHARDS entry %d node %d: %w", i+1, j+1, err)
-			}
-			sn, err := shardNode(nf)
-			if err != nil {
-				return nil, fmt.Errorf("CLUSTER SHARDS entry %d node %d: %w", i+1, j+1, err)
-			}
-			rec.Nodes = append(rec.Nodes, sn)
+		c, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || c < 0 {
+			return ri, 0, "", parseErr("INFO keyspace %s:%s", k, v)
 		}
-		out = append(out, rec)
+		keys += c
 	}
-	return out, nil
+	return ri, keys, runID, nil
 }
 
-func shardNode(f map[string]any) (ShardNode, error) {
-	var n ShardNode
-	n.ID, _ = f["id"].(string)
-	if !validID(n.ID) {
-		return n, parseErr("node id %v", f["id"])
-	}
-	n.IP, _ = f["ip"].(string)
-	n.Endpoint, _ = f["endpoint"].(string)
-	n.Hostname, _ = f["hostname"].(string)
-	n.Role, _ = f["role"].(string)
-	if n.Role != "master" && n.Role != "replica" {
-		return n, parseErr("node role %v", f["role"])
-	}
-	n.Health, _ = f["health"].(string)
-	if n.Health == "" {
-		return n, parseErr("node health missing")
-	}
-	for k, p := range map[string]*int{"port": &n.Port, "tls-port": &n.TLSPort} {
-		if v, ok := f[k]; ok {
-			x, err := asInt(v)
-			if err != nil {
-				return n, parseErr("node %s %v", k, v)
-			}
-			*p = int(x)
+// nodesShape is a CLUSTER NODES reply without what moves on every gossip round, each line's
+// ping-sent and pong-recv fields, its lines sorted (the order is the node's hash table's):
+// two replies with the same shape record the same nodes with the same addresses, flags,
+// masters, config epochs, link states, slots and open slots.
+func nodesShape(text string) string {
+	var lines []string
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
 		}
-	}
-	if v, ok := f["replication-offset"]; ok {
-		x, err := asInt(v)
-		if err != nil {
-			return n, parseErr("replication-offset %v", v)
+		if len(f) > 5 {
+			f = append(f[:4:4], f[6:]...)
 		}
-		n.ReplicationOffset = x
+		lines = append(lines, strings.Join(f, " "))
 	}
-	return n, nil
-}
-
-// asMap turns a RESP2 flat key/value array or a RESP3 map into a map with string keys.
-func asMap(v any) (map[string]any, error) {
-	out := map[string]any{}
-	switch t := v.(type) {
-	case []any:
-		if len(t)%2 != 0 {
-			return nil, parseErr("odd key/value array of %d elements", len(t))
-		}
-		for i := 0; i < len(t); i += 2 {
-			k, ok := t[i].(string)
-			if !ok {
-				return nil, parseErr("key %v is %T", t[i], t[i])
-			}
-			out[k] = t[i+1]
-		}
-	case map[any]any:
-		for k, val := range t {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, parseErr("key %v is %T", k, k)
-			}
-			out[ks] = val
-		}
-	case map[string]any:
-		return t, nil
-	default:
-		return nil, parseErr("%T, want a key/value array or map", v)
-	}
-	return out, nil
-}
-
-func asInt(v any) (int64, error) {
-	switch t := v.(type) {
-	case int64:
-		return t, nil
-	case int:
-		return int64(t), nil
-	case string:
-		return strconv.ParseInt(t, 10, 64)
-	default:
-		return 0, parseErr("%T is not an integer", v)
-	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -207,131 +205,6 @@ func TestParseReplicationInfo(t *testing.T) {
 	}
 }
 
-// parseCLIReply decodes redis-cli's human (--no-raw) rendering of a reply, as in the
-// captured CLUSTER SHARDS fixture, into what go-redis returns for RESP2: nested []any with
-// string and int64 leaves. Nesting follows the column of each index's ")".
-func parseCLIReply(t *testing.T, text string) any {
-	t.Helper()
-	type level struct {
-		col  int
-		list []any
-	}
-	var stack []*level
-	closeTo := func(col int) { // pop levels deeper than col into their parent's last element
-		for len(stack) > 1 && stack[len(stack)-1].col > col {
-			top := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			parent := stack[len(stack)-1]
-			parent.list[len(parent.list)-1] = top.list
-		}
-	}
-	index := regexp.MustCompile(`^\s*\d+\) `)
-	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		pos := 0
-		for {
-			loc := index.FindStringIndex(line[pos:])
-			if loc == nil {
-				break
-			}
-			col := pos + loc[1] - 2 // column of ")"
-			closeTo(col)
-			if len(stack) == 0 || stack[len(stack)-1].col < col {
-				if len(stack) > 0 { // a nested list starts as the parent's current element
-					parent := stack[len(stack)-1]
-					if parent.list[len(parent.list)-1] != nil {
-						t.Fatalf("bad nesting at %q", line)
-					}
-				}
-				stack = append(stack, &level{col: col})
-			}
-			top := stack[len(stack)-1]
-			top.list = append(top.list, nil)
-			pos += loc[1]
-		}
-		val := strings.TrimSpace(line[pos:])
-		top := stack[len(stack)-1]
-		switch {
-		case strings.HasPrefix(val, `"`):
-			s, err := strconv.Unquote(val)
-			if err != nil {
-				t.Fatalf("%q: %v", val, err)
-			}
-			top.list[len(top.list)-1] = s
-		case strings.HasPrefix(val, "(integer) "):
-			n, err := strconv.ParseInt(strings.TrimPrefix(val, "(integer) "), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			top.list[len(top.list)-1] = n
-		case val == "(empty array)":
-			top.list[len(top.list)-1] = []any{}
-		default:
-			t.Fatalf("unexpected value %q", val)
-		}
-	}
-	closeTo(-1)
-	return stack[0].list
-}
-
-func TestParseClusterShardsFixture(t *testing.T) {
-	reply := parseCLIReply(t, fixture(t, "healthy-3x1.cluster-shards.txt"))
-	shards, err := ParseClusterShards(reply)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(shards) != 3 {
-		t.Fatalf("%d shards", len(shards))
-	}
-	s0 := shards[0]
-	if len(s0.Slots) != 1 || s0.Slots[0] != (SlotRange{0, 5460}) || len(s0.Nodes) != 2 {
-		t.Fatalf("%+v", s0)
-	}
-	m, r := s0.Nodes[0], s0.Nodes[1]
-	if m.ID != "674621af07b2b4da279dafcee969efb87cb26e0f" || m.Role != "master" || m.Health != "online" || m.IP != "127.0.0.2" || m.Port != 6379 {
-		t.Fatalf("master %+v", m)
-	}
-	if r.Role != "replica" || r.Health != "loading" || r.Endpoint != "127.0.0.6" {
-		t.Fatalf("replica %+v", r)
-	}
-	total := 0
-	for _, s := range shards {
-		total += countRanges(s.Slots)
-	}
-	if total != NumSlots {
-		t.Fatalf("%d slots", total)
-	}
-}
-
-func TestParseClusterShardsShapes(t *testing.T) {
-	id := strings.Repeat("a", 40)
-	node := []any{"id", id, "port", int64(6379), "ip", "10.0.0.1", "endpoint", "10.0.0.1", "role", "master", "replication-offset", int64(7), "health", "online"}
-	resp2 := []any{[]any{"slots", []any{int64(0), int64(99), int64(200), int64(300)}, "nodes", []any{node}}}
-	got, err := ParseClusterShards(resp2)
-	if err != nil || FormatRanges(got[0].Slots) != "0-99,200-300" || got[0].Nodes[0].ReplicationOffset != 7 {
-		t.Fatalf("%+v %v", got, err)
-	}
-	resp3 := []any{map[any]any{"slots": []any{int64(0), int64(16383)}, "nodes": []any{map[any]any{
-		"id": id, "port": int64(1), "role": "replica", "health": "failed"}}}}
-	if got, err := ParseClusterShards(resp3); err != nil || got[0].Nodes[0].Health != "failed" {
-		t.Fatalf("%+v %v", got, err)
-	}
-	bad := []any{
-		"text",
-		[]any{"x"},
-		[]any{[]any{"slots", []any{int64(5)}, "nodes", []any{}}},
-		[]any{[]any{"slots", []any{int64(9), int64(5)}, "nodes", []any{}}},
-		[]any{[]any{"slots", []any{}, "nodes", "x"}},
-		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", "short", "port", int64(1), "role", "master", "health", "online"}}}},
-		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", id, "port", int64(1), "role", "boss", "health", "online"}}}},
-		[]any{[]any{"slots", []any{}, "nodes", []any{[]any{"id", id, "port", "x", "role", "master", "health", "online"}}}},
-	}
-	for i, b := range bad {
-		if _, err := ParseClusterShards(b); !errors.Is(err, ErrParse) {
-			t.Errorf("case %d: %v", i, err)
-		}
-	}
-}
-
 func TestSlotRanges(t *testing.T) {
 	var s SlotSet
 	s.AddRange(SlotRange{0, 9})
@@ -345,5 +218,41 @@ func TestSlotRanges(t *testing.T) {
 	}
 	if r, err := ParseSlotRange("16383"); err != nil || r.Len() != 1 {
 		t.Fatal(r, err)
+	}
+}
+
+func TestParseNodeInfo(t *testing.T) {
+	text := "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:42\r\n\r\n# Keyspace\r\ndb0:keys=12,expires=1,avg_ttl=0\r\ndb3:keys=3,expires=0,avg_ttl=0\r\n\r\n# Server\r\nredis_version:7.0.15\r\nrun_id:0123abcd\r\n"
+	ri, keys, runID, err := ParseNodeInfo(text)
+	if err != nil || ri.Role != "master" || ri.Offset != 42 || keys != 15 || runID != "0123abcd" {
+		t.Fatalf("%+v %d %q %v", ri, keys, runID, err)
+	}
+	if _, keys, _, err := ParseNodeInfo("role:slave\r\n# Keyspace\r\nrun_id:x\r\n"); err != nil || keys != 0 {
+		t.Fatalf("empty keyspace: %d %v", keys, err)
+	}
+	for _, bad := range []string{"role:master\r\n", "role:master\r\nrun_id:x\r\ndb0:expires=1\r\n", "role:master\r\nrun_id:x\r\ndb0:keys=-1\r\n"} {
+		if _, _, _, err := ParseNodeInfo(bad); !errors.Is(err, ErrParse) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// The shape of CLUSTER NODES ignores ping and pong times and line order, nothing else.
+func TestNodesShape(t *testing.T) {
+	text := fixture(t, "healthy-3x1.cluster-nodes.txt")
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	var moved []string
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		f[4], f[5] = "1", "2"
+		moved = append(moved, strings.Join(f, " "))
+	}
+	if nodesShape(text) != nodesShape(strings.Join(moved, "\n")) {
+		t.Fatal("ping/pong times or line order changed the shape")
+	}
+	for _, change := range []struct{ from, to string }{{"master", "master,fail?"}, {" connected", " disconnected"}, {"0-5460", "0-5459"}} {
+		if changed := strings.Replace(text, change.from, change.to, 1); nodesShape(changed) == nodesShape(text) {
+			t.Errorf("%q → %q left the shape alone", change.from, change.to)
+		}
 	}
 }

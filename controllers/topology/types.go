@@ -260,6 +260,11 @@ type Options struct {
 	// that observation (a master unreachable, a failover Redis has not done yet) instead of
 	// holding on to the call. Zero waits until ctx is done.
 	WaitBudget time.Duration
+	// Pool, when set, keeps clients and what observations remember per node across calls
+	// (see Pool); PoolOwner names the cluster they belong to and is required with it.
+	// Without a Pool every call dials its own connections.
+	Pool      *Pool
+	PoolOwner string
 	// Logger receives the engine's log lines (keys lowerCamel); the zero value discards them.
 	Logger logr.Logger
 }

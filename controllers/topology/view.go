@@ -23,9 +23,8 @@ type NodeView struct {
 	// Known holds every CLUSTER NODES entry, the node's own included.
 	Known       []NodeRecord
 	Info        ClusterInfo
-	Shards      []ShardRecord // CLUSTER SHARDS
 	Replication ReplicationInfo
-	Keys        int64         // DBSIZE
+	Keys        int64         // keys in the node's databases (INFO keyspace; what DBSIZE counts)
 	NodeTimeout time.Duration // cluster-node-timeout; 0 if CONFIG GET was refused
 }
 

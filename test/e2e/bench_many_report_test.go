@@ -275,7 +275,7 @@ func countLines(path string, offset int64) int {
 }
 
 // printManyTable prints the results with the targets of issue 14.
-func printManyTable(rows []benchRow, scale scaleResult, resync, window time.Duration) {
+func printManyTable(rows []benchRow, notMeasured []string, scale scaleResult, resync, window time.Duration) {
 	fmt.Printf("\nbench: many clusters, one operator — 3 shards × 0 replicas each; operator --resync-period %s (its default is 30s), idle window %s\n", resync, window)
 	fmt.Printf("%-9s %-7s %-6s %-9s %-12s %-9s %-9s %-7s %-11s %-13s %-9s %-8s %s\n",
 		"clusters", "ready", "nodes", "RSS MiB", "idle CPU %", "pass p50", "pass p99", "passes", "writes/min", "cmds/node/rs", "log l/min", "avail GB", "load")
@@ -283,10 +283,16 @@ func printManyTable(rows []benchRow, scale scaleResult, resync, window time.Dura
 		fmt.Printf("%-9d %-7s %-6d %-9.0f %-12.2f %-9s %-9s %-7.0f %-11.1f %-13.2f %-9.0f %-8.1f %s\n",
 			r.clusters, fmt.Sprintf("%d-%d", min(r.readyStart, r.readyEnd), max(r.readyStart, r.readyEnd)), r.nodes, r.rssMiB, r.cpuPct, fmtSeconds(r.p50), fmtSeconds(r.p99), r.passes, r.writesPerMin, r.cmdsPerNode, r.logLinesPerMin, r.memAvailGiB, r.load)
 	}
+	for _, nm := range notMeasured {
+		count, why, _ := strings.Cut(nm, ": ")
+		fmt.Printf("%-9s not measured: %s\n", count, why)
+	}
 	fmt.Printf("%-9s %-7s %-6s %-9s %-12s %-9s %-9s %-7s %-11s %-13s\n", "target", "all", "", "<128@100", "<5@100", "", "", "", "0", "<=2")
 	for _, r := range rows {
 		fmt.Printf("bench: %d clusters: %s; %.1f passes per cluster per minute; %.2f Redis commands per node per pass; API writes by method %v; operator's Redis commands per node per resync %s; readiness probe and benchmark %.1f commands per node per minute (subtracted)\n",
 			r.clusters, verdicts(r), r.passes/float64(r.clusters)/window.Minutes(), r.cmdsPerNodePass, r.writesByMethod, fmtCalls(r.cmdsByName), r.probePerNodeMin)
+		fmt.Printf("bench: %d clusters: RSS %.0f MiB, of which anonymous (heap, stacks) %.0f MiB and the rest the mapped binary; a pass waited for a worker p50 %s p99 %s; machine CPU in the window: %s\n",
+			r.clusters, r.rssMiB, r.anonMiB, fmtSeconds(r.wait50), fmtSeconds(r.wait99), r.machine)
 		if r.changes != "" {
 			fmt.Printf("bench: %d clusters: objects written in the idle window: %s\n", r.clusters, r.changes)
 		}

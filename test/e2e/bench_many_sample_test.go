@@ -191,6 +191,7 @@ func histogramQuantile(before, after []promSample, name string, want map[string]
 type procSample struct {
 	at       time.Time
 	rssBytes int64
+	anonRSS  int64 // RssAnon: the heap and stacks, without the mapped binary (RssFile)
 	cpuTicks int64 // utime + stime, in USER_HZ (100 per second on Linux)
 }
 
@@ -198,7 +199,7 @@ type procSample struct {
 // which the kernel ABI fixes at 100 on Linux (proc(5), times(2)).
 const userHZ = 100
 
-// readProc reads VmRSS from /proc/<pid>/status and utime and stime
+// readProc reads VmRSS and RssAnon from /proc/<pid>/status and utime and stime
 // (fields 14 and 15) from /proc/<pid>/stat.
 func readProc(pid int) (procSample, error) {
 	ps := procSample{at: time.Now()}
@@ -214,6 +215,13 @@ func readProc(pid int) (procSample, error) {
 				return ps, fmt.Errorf("VmRSS %q: %w", v, err)
 			}
 			ps.rssBytes = kb << 10
+		}
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			if err != nil {
+				return ps, fmt.Errorf("RssAnon %q: %w", v, err)
+			}
+			ps.anonRSS = kb << 10
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +42,8 @@ import (
 // It stops the suite's operator and runs its own, with metrics on
 // 127.0.0.1, the default log level and --resync-period E2E_BENCH_RESYNC
 // (default 10s, shorter than the operator's 30 s default so that the window
-// holds several resyncs per cluster; the table says which). The idle window
+// holds several resyncs per cluster; the table says which), and Go's pprof
+// endpoints on E2E_BENCH_PPROF (an address; none by default). The idle window
 // is E2E_BENCH_WINDOW (default 60s). Growth stops early, with a note, when
 // the machine's MemAvailable falls under 1.5 GiB.
 //
@@ -57,16 +60,23 @@ func BenchmarkManyClusters(b *testing.B) {
 	b.Cleanup(nodes.close)
 	f := &fleet{op: op, passwords: map[string]string{}}
 	var rows []benchRow
+	var notMeasured []string // "<count>: why"
 	var scale scaleResult
-	b.Cleanup(func() { printManyTable(rows, scale, resync, window) })
+	b.Cleanup(func() { printManyTable(rows, notMeasured, scale, resync, window) })
 
 	scale.alone = f.scaleOutAlone(b)
 	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s\n", fmtRuns(scale.alone))
+	stopped := ""
 	for _, n := range counts {
+		if stopped != "" {
+			notMeasured = append(notMeasured, fmt.Sprintf("%d: %s", n, stopped))
+			continue
+		}
 		ok := b.Run(strconv.Itoa(n), func(b *testing.B) {
 			for b.Loop() {
-				if !f.grow(b, n) {
-					b.Skipf("stopped at %d clusters: MemAvailable %.1f GiB", len(f.names), gib(memAvailable()))
+				if why := f.grow(b, n); why != "" {
+					stopped = why
+					b.Skip("not measured: " + why)
 				}
 				row := f.measure(b, nodes, resync, window, baseline)
 				rows = append(rows, row)
@@ -78,7 +88,10 @@ func BenchmarkManyClusters(b *testing.B) {
 				b.ReportMetric(row.cmdsPerNode, "cmds/node/resync")
 			}
 		})
-		if !ok || b.Failed() || len(f.names) < n {
+		if stopped != "" {
+			notMeasured = append(notMeasured, fmt.Sprintf("%d: %s", n, stopped))
+		}
+		if !ok || b.Failed() {
 			break
 		}
 	}
@@ -117,9 +130,12 @@ func startBenchOperator(b *testing.B, resync time.Duration) *benchOperator {
 	metricsAddr := l.Addr().String()
 	_ = l.Close()
 	op := &benchOperator{metricsURL: "http://" + metricsAddr + "/metrics", logPath: filepath.Join(env.stateDir, "logs", "operator-bench.log")}
-	op.p, err = startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, op.logPath, filepath.Join(env.binDir, "redis-operator"),
-		"--kubeconfig", filepath.Join(env.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--resync-period="+resync.String())
+	args := []string{"--kubeconfig", filepath.Join(env.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0", "--resync-period=" + resync.String()}
+	if addr := os.Getenv("E2E_BENCH_PPROF"); addr != "" {
+		args = append(args, "--pprof-bind-address="+addr)
+	}
+	op.p, err = startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, op.logPath, filepath.Join(env.binDir, "redis-operator"), args...)
 	if err != nil {
 		b.Fatalf("starting the benchmark's operator: %v", err)
 	}
@@ -203,9 +219,11 @@ func readyClusters(t testing.TB) (ready map[string]bool, notReady map[string]str
 // time, and waits until all n are Ready, or, once all exist, until the
 // number Ready has not risen for 5 minutes: on an overloaded machine the
 // readiness probes (an exec every 5 s per pod) time out and some pods keep
-// flapping; the row then says how many were Ready. It returns false,
-// having created fewer, when MemAvailable fell under 1.5 GiB.
-func (f *fleet) grow(b *testing.B, n int) bool {
+// flapping; the row then says how many were Ready. It returns why the
+// count is not measured, having created fewer, when MemAvailable fell
+// under 1.5 GiB, when the number Ready stopped rising for 5 minutes before
+// all n existed, or after 45 minutes; "" when the row can be measured.
+func (f *fleet) grow(b *testing.B, n int) string {
 	b.Helper()
 	const inFlight, minAvailable, stall = 10, 3 << 29, 5 * time.Minute
 	start := time.Now()
@@ -220,9 +238,9 @@ func (f *fleet) grow(b *testing.B, n int) bool {
 		if len(f.names) >= n && (len(ready) >= n || time.Since(rose) > stall) {
 			fmt.Printf("bench: %d of %d clusters Ready (grew in %.0fs; MemAvailable %.1f GiB, load %s)\n",
 				len(ready), n, time.Since(start).Seconds(), gib(memAvailable()), loadAvg())
-			return true
+			return ""
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || time.Since(rose) > stall {
 			var sample []string
 			for name, s := range notReady {
 				sample = append(sample, name+": "+s)
@@ -230,11 +248,12 @@ func (f *fleet) grow(b *testing.B, n int) bool {
 					break
 				}
 			}
-			b.Fatalf("%d of %d clusters Ready after %s; for example %s", len(ready), len(f.names), time.Since(start).Round(time.Second), strings.Join(sample, " | "))
+			return fmt.Sprintf("%d of %d clusters created were Ready after %s, none more for %s (load %s); for example %s",
+				len(ready), len(f.names), time.Since(start).Round(time.Second), time.Since(rose).Round(time.Second), loadAvg(), strings.Join(sample, " | "))
 		}
 		for len(f.names) < n && len(f.names)-len(ready) < inFlight {
 			if memAvailable() < minAvailable {
-				return false
+				return fmt.Sprintf("MemAvailable %.1f GiB, under 1.5 GiB, at %d clusters", gib(memAvailable()), len(f.names))
 			}
 			name := fmt.Sprintf("many-%03d", len(f.names)+1)
 			createBenchCluster(b, name)
@@ -269,7 +288,10 @@ type benchRow struct {
 	clusters, nodes       int
 	readyStart, readyEnd  int // clusters Ready when the idle window began and ended
 	rssMiB, cpuPct        float64
+	anonMiB               float64 // RssAnon: RSS without the mapped binary
+	machine               string  // where the machine's CPU went in the window (machineCPU)
 	p50, p99              float64 // seconds
+	wait50, wait99        float64 // seconds a pass waited in the work queue for a worker
 	passes                float64 // reconcile passes in the window
 	writesPerMin          float64
 	writesByMethod        map[string]float64
@@ -284,8 +306,8 @@ type benchRow struct {
 }
 
 func (r benchRow) line() string {
-	return fmt.Sprintf("%d clusters (%d-%d Ready, %d nodes): RSS %.0f MiB, idle CPU %.2f%% of a core, pass p50 %s p99 %s (%0.f passes), API writes %.1f/min %v, Redis commands %.2f per node per resync %s, operator log %.0f lines/min, MemAvailable %.1f GiB, load %s",
-		r.clusters, min(r.readyStart, r.readyEnd), max(r.readyStart, r.readyEnd), r.nodes, r.rssMiB, r.cpuPct, fmtSeconds(r.p50), fmtSeconds(r.p99), r.passes, r.writesPerMin, r.writesByMethod,
+	return fmt.Sprintf("%d clusters (%d-%d Ready, %d nodes): RSS %.0f MiB (anonymous %.0f MiB), idle CPU %.2f%% of a core, pass p50 %s p99 %s (%0.f passes), API writes %.1f/min %v, Redis commands %.2f per node per resync %s, operator log %.0f lines/min, MemAvailable %.1f GiB, load %s",
+		r.clusters, min(r.readyStart, r.readyEnd), max(r.readyStart, r.readyEnd), r.nodes, r.rssMiB, r.anonMiB, r.cpuPct, fmtSeconds(r.p50), fmtSeconds(r.p99), r.passes, r.writesPerMin, r.writesByMethod,
 		r.cmdsPerNode, fmtCalls(r.cmdsByName), r.logLinesPerMin, r.memAvailGiB, r.load)
 }
 
@@ -314,6 +336,10 @@ func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline t
 	if err != nil {
 		b.Fatal(err)
 	}
+	mach0, err := readMachine()
+	if err != nil {
+		b.Fatal(err)
+	}
 	r0, err := rn.snapshot(nodes)
 	if err != nil {
 		b.Fatal(err)
@@ -325,6 +351,10 @@ func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline t
 		b.Fatal(err)
 	}
 	p1, err := readProc(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mach1, err := readMachine()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -356,6 +386,7 @@ func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline t
 	}
 	row := f.row(m0, m1, p0, p1, r0, r1, base, resync, ctrl, len(nodes), logLines, changes, events)
 	row.readyStart, row.readyEnd = len(readyStart), len(readyEnd)
+	row.machine = machineCPU(mach0, mach1, runtime.NumCPU())
 	return row
 }
 
@@ -369,9 +400,12 @@ func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]co
 	row := benchRow{
 		clusters: len(f.names), nodes: nodes,
 		rssMiB:         float64(p1.rssBytes) / (1 << 20),
+		anonMiB:        float64(p1.anonRSS) / (1 << 20),
 		cpuPct:         100 * float64(p1.cpuTicks-p0.cpuTicks) / userHZ / elapsed.Seconds(),
 		p50:            histogramQuantile(m0, m1, "controller_runtime_reconcile_time_seconds", ctrl, 0.5),
 		p99:            histogramQuantile(m0, m1, "controller_runtime_reconcile_time_seconds", ctrl, 0.99),
+		wait50:         histogramQuantile(m0, m1, "workqueue_queue_duration_seconds", map[string]string{"name": "rediscluster"}, 0.5),
+		wait99:         histogramQuantile(m0, m1, "workqueue_queue_duration_seconds", map[string]string{"name": "rediscluster"}, 0.99),
 		passes:         metricSum(m1, "controller_runtime_reconcile_total", ctrl) - metricSum(m0, "controller_runtime_reconcile_total", ctrl),
 		writesByMethod: map[string]float64{},
 		memAvailGiB:    gib(memAvailable()),
