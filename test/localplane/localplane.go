@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 )
 
 // DefaultNodeName is the name of the process node.
@@ -51,7 +53,15 @@ type Options struct {
 	NodeName string
 	// StartTimeout bounds the start of each part; 2 minutes when zero.
 	StartTimeout time.Duration
+	// PodNetwork gives every pod its own network namespace with an IP in
+	// podnet.PodCIDR, runs kube-proxy (bin/kube-proxy) so ClusterIPs in
+	// podnet.ServiceCIDR route, and serves cluster DNS to pods (see package
+	// podnet). Without it pods share the machine's network stack.
+	PodNetwork bool
 }
+
+// PodNetworkEnv, set to 1, turns Options.PodNetwork on in `localplane up`.
+const PodNetworkEnv = "LOCALPLANE_PODNET"
 
 // Plane is a running local plane.
 type Plane struct {
@@ -68,6 +78,7 @@ type Plane struct {
 	NodeName string
 
 	cp      *controlplane.ControlPlane
+	network *podnet.Network
 	node    *node.Node
 	logFile *os.File
 }
@@ -111,7 +122,15 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		}
 	}()
 
-	p.cp, err = controlplane.Start(ctx, controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout})
+	cpOpts := controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout}
+	if o.PodNetwork {
+		if p.network, err = podnet.Open(stateDir); err != nil {
+			return nil, err
+		}
+		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, o.NodeName
+		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
+	}
+	p.cp, err = controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +150,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	p.node, err = node.Start(ctx, node.Config{
 		Name: o.NodeName, StateDir: stateDir, Client: nodeClient,
 		APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.Kubelet,
-		PKI: p.cp.PKI, Log: slog.New(slog.NewTextHandler(logFile, nil)),
+		PKI: p.cp.PKI, Network: p.network, Log: slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {
 		return nil, err
@@ -187,6 +206,12 @@ func (p *Plane) Stop() {
 	if p.cp != nil {
 		p.cp.Stop()
 		p.cp = nil
+	}
+	if p.network != nil {
+		if err := p.network.Close(); err != nil {
+			fmt.Fprintln(p.logFile, "localplane: closing the pod network:", err)
+		}
+		p.network = nil
 	}
 	if p.logFile != nil {
 		p.logFile.Close()

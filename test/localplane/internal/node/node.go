@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,7 +51,9 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/redis-operator/redis-operator/test/localplane/internal/clusterdns"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/pki"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
@@ -71,7 +74,12 @@ type Config struct {
 	// PKI supplies the serving certificate and the CA that client
 	// certificates must chain to.
 	PKI pki.Files
-	Log *slog.Logger
+	// Network, when set, gives every pod its own network namespace and an
+	// IP from it (see package podnet); pods then reach the API server
+	// through a relay on the network's gateway. When nil, pods share the
+	// machine's network stack with addresses in 127.64.0.0/10.
+	Network *podnet.Network
+	Log     *slog.Logger
 }
 
 // Node is a running process node.
@@ -84,6 +92,7 @@ type Node struct {
 	name     string
 	hostIP   string
 	ips      *ipAllocator
+	network  *podnet.Network
 	env      *envResolver
 
 	configMaps corev1listers.ConfigMapLister
@@ -98,9 +107,11 @@ type Node struct {
 	dying    map[types.UID]*podRuntime // pods being stopped
 	notifyCb func(*corev1.Pod)
 
-	vk   *nodeutil.Node
-	bg   sync.WaitGroup
-	stop sync.Once
+	vk    *nodeutil.Node
+	relay *apiRelay          // nil without a pod network
+	dns   *clusterdns.Server // nil without a pod network
+	bg    sync.WaitGroup
+	stop  sync.Once
 }
 
 // PodsDir is where pod directories (and their process records) live.
@@ -139,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	n := &Node{
 		ctx: ctx, cancel: cancel, client: cfg.Client, log: cfg.Log, stateDir: cfg.StateDir,
-		name: cfg.Name, hostIP: "127.0.0.1", ips: newIPAllocator(),
+		name: cfg.Name, hostIP: "127.0.0.1", ips: newIPAllocator(), network: cfg.Network,
 		pods: map[string]*podRuntime{}, dying: map[types.UID]*podRuntime{},
 	}
 	n.events = record.NewBroadcaster()
@@ -147,6 +158,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.recorder = n.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.Name})
 	vklog.L = vkslog.FromSlog(cfg.Log.With("component", "virtual-kubelet"))
 
+	apiHost := cfg.APIHost
+	if n.network != nil {
+		apiHost = n.network.Gateway
+	}
 	tlsConfig, err := kubeletTLS(cfg.PKI)
 	if err != nil {
 		cancel()
@@ -157,7 +172,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, vknode.NodeProvider, error) {
 			n.configMaps, n.secrets, n.podLister = pc.ConfigMaps, pc.Secrets, pc.Pods
 			n.env = &envResolver{configMaps: pc.ConfigMaps, secrets: pc.Secrets,
-				apiHost: cfg.APIHost, apiPort: cfg.APIPort, nodeName: cfg.Name, hostIP: n.hostIP}
+				apiHost: apiHost, apiPort: cfg.APIPort, nodeName: cfg.Name, hostIP: n.hostIP}
 			describeNode(pc.Node, cfg.Name, n.hostIP, cfg.KubeletPort)
 			return n, nil, nil
 		},
@@ -186,6 +201,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := vk.WaitReady(ctx, time.Minute); err != nil {
 		n.Stop(0)
 		return nil, fmt.Errorf("node: not ready: %w", err)
+	}
+	if n.network != nil {
+		if n.relay, err = startAPIRelay(n.network.Gateway, cfg.APIPort); err != nil {
+			n.Stop(0)
+			return nil, fmt.Errorf("node: API relay for pods: %w", err)
+		}
+		if n.dns, err = clusterdns.Start(ctx, cfg.Client, net.JoinHostPort(n.network.Gateway, "53")); err != nil {
+			n.Stop(0)
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	n.bg.Go(func() { runScheduler(ctx, n) })
 	n.bg.Go(func() { runProvisioner(ctx, n) })
@@ -218,6 +243,17 @@ func (n *Node) Stop(grace time.Duration) {
 		})
 		wg.Wait()
 		hurry.Stop()
+		for _, pr := range all {
+			if pr.netns != nil {
+				n.releaseAddress(pr)
+			}
+		}
+		if n.relay != nil {
+			_ = n.relay.close()
+		}
+		if n.dns != nil {
+			n.dns.Stop()
+		}
 		n.bg.Wait()
 		n.events.Shutdown()
 	})
