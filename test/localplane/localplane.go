@@ -76,6 +76,9 @@ type Plane struct {
 	Client kubernetes.Interface
 	// NodeName is the name of the process node.
 	NodeName string
+	// DNS is the cluster DNS server's address (host:53) with
+	// Options.PodNetwork, reachable from pods and the host; empty without.
+	DNS string
 
 	cp      *controlplane.ControlPlane
 	network *podnet.Network
@@ -129,6 +132,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		}
 		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, o.NodeName
 		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
+		p.DNS = net.JoinHostPort(p.network.Gateway, "53")
 	}
 	p.cp, err = controlplane.Start(ctx, cpOpts)
 	if err != nil {

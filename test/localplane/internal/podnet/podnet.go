@@ -18,8 +18,8 @@
 // pod veth and any other interface, so no pod packet leaves the machine.
 //
 // Every namespace made is recorded in <stateDir>/netns/; Open removes the
-// namespaces recorded by an earlier run that crashed (deleting a namespace
-// deletes its veth pair and the host route with it).
+// namespaces recorded by an earlier run that crashed, with their veths and
+// host routes.
 package podnet
 
 import (
@@ -218,8 +218,8 @@ func (n *Network) Add() (Pod, error) {
 	return p, nil
 }
 
-// Remove deletes a pod's namespace (its veth pair and route go with it)
-// and its record, and frees its IP.
+// Remove deletes a pod's veth pair (its host route goes with it), its
+// namespace and its record, and frees its IP.
 func (n *Network) Remove(p Pod) error {
 	err := deleteNamespace(p.Namespace)
 	if err == nil {
@@ -252,7 +252,14 @@ func (n *Network) sweep() error {
 	return errors.Join(errs...)
 }
 
+// deleteNamespace deletes the host end of the namespace's veth (which
+// destroys the pair and the host route at once; the namespace itself goes
+// away asynchronously once its last process has) and then the namespace.
 func deleteNamespace(name string) error {
+	veth := VethPrefix + strings.TrimPrefix(name, NamespacePrefix)
+	if out, err := exec.Command("ip", "link", "del", veth).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+		return fmt.Errorf("ip link del %s: %v: %s", veth, err, strings.TrimSpace(string(out)))
+	}
 	out, err := exec.Command("ip", "netns", "del", name).CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "No such file") {
 		return fmt.Errorf("ip netns del %s: %v: %s", name, err, strings.TrimSpace(string(out)))
