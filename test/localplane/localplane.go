@@ -2,7 +2,8 @@
 // processes: etcd, kube-apiserver and kube-controller-manager on
 // 127.0.0.1 (see internal/controlplane) and one process node (see
 // internal/node) that schedules pods to itself, gives each its own
-// 127.x.y.z address, runs its containers as processes with their volumes
+// 127.x.y.z address (or, with Options.PodNetwork, its own network
+// namespace, with kube-proxy and a cluster DNS; see internal/podnet), runs its containers as processes with their volumes
 // mounted at their container paths, and provisions a directory-backed
 // PersistentVolume for every claim.
 //

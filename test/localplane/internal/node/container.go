@@ -278,7 +278,8 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 // execSpec is a command run inside a running container: in its mount and
-// UTS namespaces (through nsenter), in its working directory, with its
+// UTS namespaces, and its network namespace when the pod has one (through
+// nsenter), in its working directory, with its
 // environment and identity.
 type execSpec struct {
 	pid     int

@@ -5,13 +5,16 @@
 // statuses back; this package runs the pods, binds unscheduled pods to the
 // node, and provisions a PersistentVolume for every claim.
 //
-// Each pod gets its own address in 127.64.0.0/10. Each container is a
+// Each pod gets its own address in 127.64.0.0/10, or, with a pod network
+// (Config.Network), its own network namespace and an address in
+// podnet.PodCIDR; its containers and execs then run in that namespace,
+// with the cluster DNS in their /etc/resolv.conf. Each container is a
 // process (tree) in its own mount and UTS namespaces, with the pod's
 // volumes bind-mounted at their container paths, run as the pod's user.
 // Image references map to local binaries (see LookupImage).
 //
-// Differences from a real node that matter to workloads: there is no
-// network namespace, so a process must bind its pod IP (binding 0.0.0.0
+// Differences from a real node that matter to workloads: without a pod
+// network there is no network namespace, so a process must bind its pod IP (binding 0.0.0.0
 // takes the port on every pod address); there is no DNS, ClusterIPs do not
 // route, and Endpoints/EndpointSlices stay empty (the API rejects loopback
 // endpoint addresses); CPU and memory limits are not enforced; the
