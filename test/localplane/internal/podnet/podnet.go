@@ -5,10 +5,12 @@
 // Addresses live in ranges that exist only on this machine's plane
 // interfaces: pods get a /32 in PodCIDR, Services' ClusterIPs come from
 // ServiceCIDR. The host holds an interface, HostLink (a bridge without
-// ports: this kernel has no dummy driver), that owns the
-// plane's gateway address (one in 10.244.0.0/24 per plane) and catches
-// both ranges, so a packet to an address not handed out is dropped there
-// and never follows the machine's default route. Each pod's namespace has
+// ports: this kernel has no dummy driver), that owns the plane's gateway
+// address (one in 10.244.0.0/24 per plane) and catches ServiceCIDR (a
+// ClusterIP needs a route for kube-proxy's DNAT to see the packet); PodCIDR
+// outside the pods' /32 routes is unreachable, so a connection to a pod
+// that is gone fails at once (as on loopback) instead of hanging. Neither
+// range ever follows the machine's default route. Each pod's namespace has
 // one veth, eth0, with its pod IP and routes to PodCIDR and ServiceCIDR
 // through the gateway (no default route: a pod reaches nothing else); the
 // host end of the veth (named VethPrefix...) carries the route to the pod
@@ -43,7 +45,7 @@ const (
 	// ServiceCIDR is the Services' ClusterIP range in this mode.
 	ServiceCIDR = "10.96.0.0/16"
 	// HostLink is the host interface (a bridge without ports) that owns the
-	// gateways and catches unassigned addresses of both ranges.
+	// gateways and catches unassigned ClusterIPs.
 	HostLink = "lp0"
 	// VethPrefix starts the host-side name of every pod veth.
 	VethPrefix = "lpv"
@@ -109,7 +111,7 @@ func hostSetup() error {
 	}
 	steps := [][]string{
 		{"ip", "link", "set", HostLink, "up"},
-		{"ip", "route", "replace", PodCIDR, "dev", HostLink},
+		{"ip", "route", "replace", "unreachable", PodCIDR},
 		{"ip", "route", "replace", ServiceCIDR, "dev", HostLink},
 		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	}

@@ -2,11 +2,13 @@ package podnet
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -88,6 +90,13 @@ func TestNamespaces(t *testing.T) {
 		}
 		if out, _ := exec.Command("ip", "route", "show", p.IP+"/32").Output(); len(out) > 0 {
 			t.Errorf("host route to %s survived the sweep: %s", p.IP, out)
+		}
+		// A pod that is gone is unreachable at once, not a silent drop.
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(p.IP, "6379"), 5*time.Second); !errors.Is(err, syscall.EHOSTUNREACH) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("dialing the removed pod %s: %v, want EHOSTUNREACH", p.IP, err)
 		}
 	}
 }
