@@ -27,7 +27,8 @@ import (
 // their pod IPs, that a ClusterIP Service routes to its ready endpoint
 // from the host and from a pod, that cluster names resolve, that one DROP
 // rule on a pod IP cuts both the connections it opens and those opened to
-// it, and that stopping the plane removes every namespace.
+// it, that a pod reaches the API server, and that stopping the plane
+// removes every namespace.
 func TestPodNetwork(t *testing.T) {
 	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t), PodNetwork: true})
 	if err != nil {
@@ -58,6 +59,9 @@ func TestPodNetwork(t *testing.T) {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, peerPod(name, args), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, apiPod(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	pods := waitReadyPods(ctx, t, c, ns, 3, nil)
 	_, podNet, _ := net.ParseCIDR(podnet.PodCIDR)
@@ -158,10 +162,21 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("k2 on a = %q after MIGRATE c->a, want v", got)
 	}
 
+	// A pod reaches the API server at KUBERNETES_SERVICE_HOST/PORT with
+	// TLS verified against the plane's CA and its service-account token
+	// (apiPod's readiness probe).
+	poll(ctx, t, "pod api ready (GET /version from inside it)", func() (bool, string) {
+		pod, err := c.CoreV1().Pods(ns).Get(ctx, "api", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return conditionStatus(pod, corev1.PodReady) == corev1.ConditionTrue, string(conditionStatus(pod, corev1.PodReady))
+	})
+
 	// Stopping the plane removes every namespace it made.
 	records, _ := filepath.Glob(filepath.Join(p.StateDir, "netns", podnet.NamespacePrefix+"*"))
-	if len(records) != 3 {
-		t.Errorf("%d namespace records, want 3: %v", len(records), records)
+	if len(records) != 4 {
+		t.Errorf("%d namespace records, want 4: %v", len(records), records)
 	}
 	p.Stop()
 	stopped = true
@@ -189,6 +204,25 @@ func peerPod(name string, args []string) *corev1.Pod {
 				},
 			}},
 		},
+	}
+}
+
+// apiPod is Ready once curl in it gets the API server's /version through
+// KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT with the projected
+// service-account CA and token.
+func apiPod() *corev1.Pod {
+	const sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+	get := `curl -fsS --max-time 2 --cacert ` + sa + `/ca.crt -H "Authorization: Bearer $(cat ` + sa + `/token)" ` +
+		`"https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/version" | grep -q gitVersion`
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Labels: map[string]string{"app": "api"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "sh", Image: "redis:7.0", Command: []string{"sleep", "3600"},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", get}}},
+				PeriodSeconds: 1, TimeoutSeconds: 3,
+			},
+		}}},
 	}
 }
 

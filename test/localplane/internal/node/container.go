@@ -279,8 +279,7 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 
 // execSpec is a command run inside a running container: in its mount and
 // UTS namespaces, and its network namespace when the pod has one (through
-// nsenter), in its working directory, with its
-// environment and identity.
+// nsenter), in its working directory, with its environment and identity.
 type execSpec struct {
 	pid     int
 	netns   bool // also enter the container's network namespace

@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/clusterdns"
-
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 )
 

@@ -14,9 +14,9 @@
 // Image references map to local binaries (see LookupImage).
 //
 // Differences from a real node that matter to workloads: without a pod
-// network there is no network namespace, so a process must bind its pod IP (binding 0.0.0.0
-// takes the port on every pod address); there is no DNS, ClusterIPs do not
-// route, and Endpoints/EndpointSlices stay empty (the API rejects loopback
+// network there is no network namespace, so a process must bind its pod
+// IP (binding 0.0.0.0 takes the port on every pod address); there is no
+// DNS, ClusterIPs do not route, and Endpoints/EndpointSlices stay empty (the API rejects loopback
 // endpoint addresses); CPU and memory limits are not enforced; the
 // scheduler ignores affinity, topology spread and taints (there is one
 // node).
