@@ -156,7 +156,11 @@ func redisStatefulSet() *appsv1.StatefulSet {
 						Name:    "redis",
 						Image:   "redis:7.0",
 						Command: []string{"redis-server", "/etc/redis/redis.conf"},
-						Args:    []string{"--bind", "$(POD_IP)"},
+						// No password: protected mode would refuse the
+						// probe's connection from the pod IP, which is not
+						// loopback in a pod network namespace (nor on a
+						// real cluster).
+						Args: []string{"--bind", "$(POD_IP)", "--protected-mode", "no"},
 						Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 						// As with the kubelet, $(POD_IP) in a probe command
