@@ -3,6 +3,7 @@ module github.com/redis-operator/redis-operator/test/localplane
 go 1.26.0
 
 require (
+	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/virtual-kubelet/virtual-kubelet v1.14.1

@@ -2,7 +2,8 @@
 // processes: etcd, kube-apiserver and kube-controller-manager on
 // 127.0.0.1 (see internal/controlplane) and one process node (see
 // internal/node) that schedules pods to itself, gives each its own
-// 127.x.y.z address, runs its containers as processes with their volumes
+// 127.x.y.z address (or, with Options.PodNetwork, its own network
+// namespace, with kube-proxy and a cluster DNS; see internal/podnet), runs its containers as processes with their volumes
 // mounted at their container paths, and provisions a directory-backed
 // PersistentVolume for every claim.
 //
@@ -19,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -32,6 +34,7 @@ import (
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 )
 
 // DefaultNodeName is the name of the process node.
@@ -51,7 +54,15 @@ type Options struct {
 	NodeName string
 	// StartTimeout bounds the start of each part; 2 minutes when zero.
 	StartTimeout time.Duration
+	// PodNetwork gives every pod its own network namespace with an IP in
+	// podnet.PodCIDR, runs kube-proxy (bin/kube-proxy) so ClusterIPs in
+	// podnet.ServiceCIDR route, and serves cluster DNS to pods (see package
+	// podnet). Without it pods share the machine's network stack.
+	PodNetwork bool
 }
+
+// PodNetworkEnv, set to 1, turns Options.PodNetwork on in `localplane up`.
+const PodNetworkEnv = "LOCALPLANE_PODNET"
 
 // Plane is a running local plane.
 type Plane struct {
@@ -66,8 +77,12 @@ type Plane struct {
 	Client kubernetes.Interface
 	// NodeName is the name of the process node.
 	NodeName string
+	// DNS is the cluster DNS server's address (host:53) with
+	// Options.PodNetwork, reachable from pods and the host; empty without.
+	DNS string
 
 	cp      *controlplane.ControlPlane
+	network *podnet.Network
 	node    *node.Node
 	logFile *os.File
 }
@@ -111,7 +126,16 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		}
 	}()
 
-	p.cp, err = controlplane.Start(ctx, controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout})
+	cpOpts := controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout}
+	if o.PodNetwork {
+		if p.network, err = podnet.Open(stateDir); err != nil {
+			return nil, err
+		}
+		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, o.NodeName
+		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
+		p.DNS = net.JoinHostPort(p.network.Gateway, "53")
+	}
+	p.cp, err = controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	p.node, err = node.Start(ctx, node.Config{
 		Name: o.NodeName, StateDir: stateDir, Client: nodeClient,
 		APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.Kubelet,
-		PKI: p.cp.PKI, BinDir: binDir, Log: slog.New(slog.NewTextHandler(logFile, nil)),
+		PKI: p.cp.PKI, BinDir: binDir, Network: p.network, Log: slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {
 		return nil, err
@@ -187,6 +211,12 @@ func (p *Plane) Stop() {
 	if p.cp != nil {
 		p.cp.Stop()
 		p.cp = nil
+	}
+	if p.network != nil {
+		if err := p.network.Close(); err != nil {
+			fmt.Fprintln(p.logFile, "localplane: closing the pod network:", err)
+		}
+		p.network = nil
 	}
 	if p.logFile != nil {
 		p.logFile.Close()

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/redis-operator/redis-operator/test/localplane"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 )
 
 // binDir is where `make tools` builds etcd, kube-apiserver and
@@ -35,9 +36,12 @@ func binDir(t *testing.T) string {
 	return d
 }
 
+// startPlane starts a plane for t, with the pod network when
+// $LOCALPLANE_PODNET is 1 (so the same tests cover both modes).
 func startPlane(t *testing.T) *localplane.Plane {
 	t.Helper()
-	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t)})
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t),
+		PodNetwork: os.Getenv(localplane.PodNetworkEnv) == "1"})
 	if err != nil {
 		t.Fatalf("starting the local plane (needs root and `make tools`): %v", err)
 	}
@@ -46,7 +50,7 @@ func startPlane(t *testing.T) *localplane.Plane {
 }
 
 // TestRedisStatefulSet runs a 3-pod Redis StatefulSet on the plane: each
-// pod gets its own loopback IP, its config from a ConfigMap and its data
+// pod gets its own IP (loopback, or in the pod network's range), its config from a ConfigMap and its data
 // dir from its own claim; a deleted pod comes back with its data; deleting
 // the StatefulSet leaves no redis-server behind.
 func TestRedisStatefulSet(t *testing.T) {
@@ -71,8 +75,8 @@ func TestRedisStatefulSet(t *testing.T) {
 	ips := map[string]string{}
 	for _, pod := range pods {
 		ip := pod.Status.PodIP
-		if !net.ParseIP(ip).IsLoopback() || ip == "127.0.0.1" {
-			t.Errorf("pod %s has IP %q, want its own 127.x.y.z", pod.Name, ip)
+		if want := podRange(); !want.Contains(net.ParseIP(ip)) || ip == "127.0.0.1" {
+			t.Errorf("pod %s has IP %q, want its own address in %s", pod.Name, ip, want)
 		}
 		if other, dup := ips[ip]; dup {
 			t.Errorf("pods %s and %s share IP %s", other, pod.Name, ip)
@@ -152,7 +156,11 @@ func redisStatefulSet() *appsv1.StatefulSet {
 						Name:    "redis",
 						Image:   "redis:7.0",
 						Command: []string{"redis-server", "/etc/redis/redis.conf"},
-						Args:    []string{"--bind", "$(POD_IP)"},
+						// No password: protected mode would refuse the
+						// probe's connection from the pod IP, which is not
+						// loopback in a pod network namespace (nor on a
+						// real cluster).
+						Args: []string{"--bind", "$(POD_IP)", "--protected-mode", "no"},
 						Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 						// As with the kubelet, $(POD_IP) in a probe command
@@ -254,4 +262,14 @@ func conditionStatus(pod *corev1.Pod, t corev1.PodConditionType) corev1.Conditio
 		}
 	}
 	return ""
+}
+
+// podRange is where pod IPs come from in the mode startPlane chose.
+func podRange() *net.IPNet {
+	cidr := "127.64.0.0/10"
+	if os.Getenv(localplane.PodNetworkEnv) == "1" {
+		cidr = podnet.PodCIDR
+	}
+	_, n, _ := net.ParseCIDR(cidr)
+	return n
 }

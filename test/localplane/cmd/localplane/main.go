@@ -64,6 +64,8 @@ func up(args []string) error {
 	stateDir := fs.String("state-dir", "", "directory for the plane's state (required)")
 	binDir := fs.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
 	nodeName := fs.String("node-name", localplane.DefaultNodeName, "name of the process node")
+	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) == "1",
+		"a network namespace per pod, kube-proxy and cluster DNS (default from $"+localplane.PodNetworkEnv+"=1)")
 	_ = fs.Parse(args)
 	if *stateDir == "" {
 		return errors.New("--state-dir is required")
@@ -82,7 +84,8 @@ func up(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	p, err := localplane.Start(ctx, localplane.Options{StateDir: *stateDir, BinDir: *binDir, NodeName: *nodeName})
+	p, err := localplane.Start(ctx, localplane.Options{StateDir: *stateDir, BinDir: *binDir, NodeName: *nodeName,
+		PodNetwork: *podNetwork})
 	if err != nil {
 		return err
 	}

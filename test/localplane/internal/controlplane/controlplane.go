@@ -35,7 +35,8 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
-// ServiceCIDR is the Service cluster-IP range. It is on loopback so that a
+// ServiceCIDR is the Service cluster-IP range when Options.ServiceCIDR is
+// empty (pods without network namespaces). It is on loopback so that a
 // client that dials a ClusterIP by mistake never sends traffic off the
 // machine; nothing routes these addresses (there is no kube-proxy).
 const ServiceCIDR = "127.96.0.0/16"
@@ -72,6 +73,18 @@ type Options struct {
 	BinDir string
 	// StartTimeout bounds the wait for each component to become ready.
 	StartTimeout time.Duration
+	// ServiceCIDR is the Services' ClusterIP range; the package's
+	// ServiceCIDR when empty. Its first address is in the API server's
+	// certificate.
+	ServiceCIDR string
+	// ServingIPs are more addresses for the API server's certificate (made
+	// once per state directory), such as the gateway pods reach it through.
+	ServingIPs []net.IP
+	// KubeProxy, when set, runs bin/kube-proxy in iptables mode with this
+	// cluster (pod) CIDR, so that ClusterIPs route to ready endpoints.
+	KubeProxy string
+	// NodeName is the node kube-proxy serves (with KubeProxy).
+	NodeName string
 }
 
 // Ports are the loopback ports the control plane listens on.
@@ -94,6 +107,8 @@ type ControlPlane struct {
 
 	stateDir string
 	procs    []*proctree.Process
+	// kubeProxy is the kube-proxy binary when one runs, for its cleanup.
+	kubeProxy string
 }
 
 // RunDir is where pid records of the plane's children live.
@@ -132,7 +147,11 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
 	}
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	if o.KubeProxy != "" {
+		bins = append(bins, "kube-proxy")
+	}
+	for _, bin := range bins {
 		if _, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("controlplane: %s not found in %s (build it with `make tools`): %w", bin, o.BinDir, err)
 		}
@@ -149,8 +168,17 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = ServiceCIDR
+	}
+	_, svcNet, err := net.ParseCIDR(o.ServiceCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: service CIDR: %w", err)
+	}
+	firstSvc := append(net.IP(nil), svcNet.IP.To4()...)
+	firstSvc[3]++
 	files, err := pki.Ensure(filepath.Join(o.StateDir, "pki"),
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("127.96.0.1")},
+		append([]net.IP{net.ParseIP("127.0.0.1"), firstSvc}, o.ServingIPs...),
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -215,7 +243,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+files.ServiceAccountPub(),
 		"--service-account-signing-key-file="+files.ServiceAccountKey(),
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+o.ServiceCIDR,
 		"--authorization-mode=RBAC",
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
@@ -261,6 +289,11 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	); err != nil {
 		return nil, err
 	}
+	if o.KubeProxy != "" {
+		if err := cp.startKubeProxy(o.BinDir, cmKubeconfig, o.KubeProxy, o.NodeName); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return cp, nil
 }
@@ -272,6 +305,10 @@ func (cp *ControlPlane) Stop() {
 		cp.procs[i].Stop(10 * time.Second)
 	}
 	cp.procs = nil
+	if cp.kubeProxy != "" {
+		cp.cleanupKubeProxy()
+		cp.kubeProxy = ""
+	}
 }
 
 // Exited reports the first component that has exited on its own, or nil.

@@ -138,6 +138,7 @@ type launchSpec struct {
 	argv     []string
 	env      []string
 	log      *os.File // opened read-write
+	netns    string   // network namespace file to enter; empty for the host's
 }
 
 // launch starts a container process and returns once its volumes are
@@ -171,6 +172,11 @@ func launch(s launchSpec) (*proctree.Process, error) {
 	// restarts); setup errors are read back from it.
 	offset, _ := s.log.Seek(0, io.SeekEnd)
 	cmd := exec.Command("/bin/bash", args...)
+	if s.netns != "" {
+		// nsenter joins the namespace and execs bash (no fork: the
+		// recorded pid stays the container's).
+		cmd = exec.Command("nsenter", append([]string{"--net=" + s.netns, "--", "/bin/bash"}, args...)...)
+	}
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.ExtraFiles = []*os.File{w}
@@ -272,10 +278,11 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 // execSpec is a command run inside a running container: in its mount and
-// UTS namespaces (through nsenter), in its working directory, with its
-// environment and identity.
+// UTS namespaces, and its network namespace when the pod has one (through
+// nsenter), in its working directory, with its environment and identity.
 type execSpec struct {
 	pid     int
+	netns   bool // also enter the container's network namespace
 	workDir string
 	id      identity
 	env     []string
@@ -321,7 +328,11 @@ var errExecTimeout = errors.New("command timed out")
 // execIn runs s and returns its exit code. When ctx ends first the whole
 // process group is killed and errExecTimeout returned.
 func execIn(ctx context.Context, s execSpec) (int, error) {
-	args := []string{"--target", strconv.Itoa(s.pid), "--mount", "--uts", "--wdns=" + s.workDir, "--"}
+	args := []string{"--target", strconv.Itoa(s.pid), "--mount", "--uts"}
+	if s.netns {
+		args = append(args, "--net")
+	}
+	args = append(args, "--wdns="+s.workDir, "--")
 	args = append(args, s.id.wrap(s.argv)...)
 	cmd := exec.Command("nsenter", args...)
 	cmd.Env = s.env

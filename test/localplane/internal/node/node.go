@@ -5,15 +5,18 @@
 // statuses back; this package runs the pods, binds unscheduled pods to the
 // node, and provisions a PersistentVolume for every claim.
 //
-// Each pod gets its own address in 127.64.0.0/10. Each container is a
+// Each pod gets its own address in 127.64.0.0/10, or, with a pod network
+// (Config.Network), its own network namespace and an address in
+// podnet.PodCIDR; its containers and execs then run in that namespace,
+// with the cluster DNS in their /etc/resolv.conf. Each container is a
 // process (tree) in its own mount and UTS namespaces, with the pod's
 // volumes bind-mounted at their container paths, run as the pod's user.
 // Image references map to local binaries (see LookupImage).
 //
-// Differences from a real node that matter to workloads: there is no
-// network namespace, so a process must bind its pod IP (binding 0.0.0.0
-// takes the port on every pod address); there is no DNS, ClusterIPs do not
-// route, and Endpoints/EndpointSlices stay empty (the API rejects loopback
+// Differences from a real node that matter to workloads: without a pod
+// network there is no network namespace, so a process must bind its pod
+// IP (binding 0.0.0.0 takes the port on every pod address); there is no
+// DNS, ClusterIPs do not route, and Endpoints/EndpointSlices stay empty (the API rejects loopback
 // endpoint addresses); CPU and memory limits are not enforced; the
 // scheduler ignores affinity, topology spread and taints (there is one
 // node).
@@ -27,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,7 +54,9 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/redis-operator/redis-operator/test/localplane/internal/clusterdns"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/pki"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
@@ -74,7 +80,12 @@ type Config struct {
 	// BinDir holds redis-operator, which the operator's image runs
 	// (LookupImage).
 	BinDir string
-	Log    *slog.Logger
+	// Network, when set, gives every pod its own network namespace and an
+	// IP from it (see package podnet); pods then reach the API server
+	// through a relay on the network's gateway. When nil, pods share the
+	// machine's network stack with addresses in 127.64.0.0/10.
+	Network *podnet.Network
+	Log     *slog.Logger
 }
 
 // Node is a running process node.
@@ -88,6 +99,7 @@ type Node struct {
 	name     string
 	hostIP   string
 	ips      *ipAllocator
+	network  *podnet.Network
 	env      *envResolver
 
 	configMaps corev1listers.ConfigMapLister
@@ -102,9 +114,11 @@ type Node struct {
 	dying    map[types.UID]*podRuntime // pods being stopped
 	notifyCb func(*corev1.Pod)
 
-	vk   *nodeutil.Node
-	bg   sync.WaitGroup
-	stop sync.Once
+	vk    *nodeutil.Node
+	relay *apiRelay          // nil without a pod network
+	dns   *clusterdns.Server // nil without a pod network
+	bg    sync.WaitGroup
+	stop  sync.Once
 }
 
 // PodsDir is where pod directories (and their process records) live.
@@ -143,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	n := &Node{
 		ctx: ctx, cancel: cancel, client: cfg.Client, log: cfg.Log, stateDir: cfg.StateDir, binDir: cfg.BinDir,
-		name: cfg.Name, hostIP: "127.0.0.1", ips: newIPAllocator(),
+		name: cfg.Name, hostIP: "127.0.0.1", ips: newIPAllocator(), network: cfg.Network,
 		pods: map[string]*podRuntime{}, dying: map[types.UID]*podRuntime{},
 	}
 	n.events = record.NewBroadcaster()
@@ -151,6 +165,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.recorder = n.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.Name})
 	vklog.L = vkslog.FromSlog(cfg.Log.With("component", "virtual-kubelet"))
 
+	apiHost := cfg.APIHost
+	if n.network != nil {
+		apiHost = n.network.Gateway
+	}
 	tlsConfig, err := kubeletTLS(cfg.PKI)
 	if err != nil {
 		cancel()
@@ -161,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, vknode.NodeProvider, error) {
 			n.configMaps, n.secrets, n.podLister = pc.ConfigMaps, pc.Secrets, pc.Pods
 			n.env = &envResolver{configMaps: pc.ConfigMaps, secrets: pc.Secrets,
-				apiHost: cfg.APIHost, apiPort: cfg.APIPort, nodeName: cfg.Name, hostIP: n.hostIP}
+				apiHost: apiHost, apiPort: cfg.APIPort, nodeName: cfg.Name, hostIP: n.hostIP}
 			describeNode(pc.Node, cfg.Name, n.hostIP, cfg.KubeletPort)
 			return n, nil, nil
 		},
@@ -190,6 +208,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := vk.WaitReady(ctx, time.Minute); err != nil {
 		n.Stop(0)
 		return nil, fmt.Errorf("node: not ready: %w", err)
+	}
+	if n.network != nil {
+		if n.relay, err = startAPIRelay(n.network.Gateway, cfg.APIPort); err != nil {
+			n.Stop(0)
+			return nil, fmt.Errorf("node: API relay for pods: %w", err)
+		}
+		if n.dns, err = clusterdns.Start(ctx, cfg.Client, net.JoinHostPort(n.network.Gateway, "53")); err != nil {
+			n.Stop(0)
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	n.bg.Go(func() { runScheduler(ctx, n) })
 	n.bg.Go(func() { runProvisioner(ctx, n) })
@@ -222,6 +250,17 @@ func (n *Node) Stop(grace time.Duration) {
 		})
 		wg.Wait()
 		hurry.Stop()
+		for _, pr := range all {
+			if pr.netns != nil {
+				n.releaseAddress(pr)
+			}
+		}
+		if n.relay != nil {
+			_ = n.relay.close()
+		}
+		if n.dns != nil {
+			n.dns.Stop()
+		}
 		n.bg.Wait()
 		n.events.Shutdown()
 	})

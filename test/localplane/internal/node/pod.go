@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/expand"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
@@ -75,6 +76,7 @@ type podRuntime struct {
 	mu          sync.Mutex
 	pod         *corev1.Pod
 	ip          string
+	netns       *podnet.Pod // the pod's network namespace; nil without one
 	startTime   metav1.Time
 	initDone    bool
 	failed      string // set when an init container failed under restartPolicy Never
@@ -327,6 +329,11 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 		return 0, false
 	}
 	mounts, err := containerMounts(&spec, vols, e)
+	if err == nil && pr.netns != nil {
+		var files []mountSpec
+		files, err = pr.networkFiles(e.values["HOSTNAME"])
+		mounts = append(mounts, files...)
+	}
 	if err != nil {
 		pr.setWaiting(c, "CreateContainerConfigError", err.Error(), "Failed")
 		return 0, false
@@ -360,6 +367,7 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 				argv:     argv,
 				env:      e.list(),
 				log:      logFile,
+				netns:    pr.netnsPath(),
 			})
 			logFile.Close()
 		}
@@ -536,7 +544,7 @@ func (pr *podRuntime) target(c *ctr) (handlerTarget, bool) {
 		return handlerTarget{}, false
 	}
 	return handlerTarget{podIP: pr.ip, spec: &c.spec, image: c.image, exec: execSpec{
-		pid: c.proc.Pid(), workDir: c.workDir, id: c.id, env: c.env.list(), tracker: c.execs,
+		pid: c.proc.Pid(), netns: pr.netns != nil, workDir: c.workDir, id: c.id, env: c.env.list(), tracker: c.execs,
 	}}, true
 }
 

@@ -41,11 +41,12 @@ func (n *Node) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	n.mu.Unlock()
-	ip, err := n.ips.allocate()
+	ip, netns, err := n.podAddress()
 	if err != nil {
 		return err
 	}
 	pr := newPodRuntime(n, pod, ip, predecessor)
+	pr.netns = netns
 	n.mu.Lock()
 	n.pods[key] = pr
 	n.mu.Unlock()
@@ -116,7 +117,7 @@ func (n *Node) finish(pr *podRuntime) {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		n.log.Warn("Deleting pod object failed", "pod", pr.key, "err", err)
 	}
-	n.ips.release(pr.ip)
+	n.releaseAddress(pr)
 	if err := os.RemoveAll(pr.dir); err != nil {
 		n.log.Warn("Removing pod directory failed", "pod", pr.key, "err", err)
 	}

@@ -1,0 +1,102 @@
+package podnet
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNamespaces makes two pod namespaces with a redis-server in the
+// first, and checks that a connection from the second leaves from its own
+// pod IP, that the host reaches the pod from the gateway, and that a
+// second Open on the same state directory (a restart after a crash)
+// removes the namespaces the first left. Needs root, iproute2, iptables
+// and redis-server.
+func TestNamespaces(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	p1, err := n.Add()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := n.Add()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.IP == p2.IP {
+		t.Fatalf("both pods got %s", p1.IP)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	server := exec.CommandContext(ctx, "nsenter", "--net="+p1.Path(), "redis-server",
+		"--port", "6379", "--protected-mode", "no", "--save", "", "--appendonly", "no")
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
+
+	clients := func(from string) string {
+		args := []string{"redis-cli", "-h", p1.IP, "client", "list"}
+		if from != "" {
+			args = append([]string{"nsenter", "--net=" + from}, args...)
+		}
+		for ctx.Err() == nil {
+			out, err := exec.CommandContext(ctx, args[0], args[1:]...).Output()
+			if err == nil && strings.Contains(string(out), "addr=") {
+				return string(out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%v never answered", args)
+		return ""
+	}
+	if got := clients(p2.Path()); !strings.Contains(got, "addr="+p2.IP+":") {
+		t.Errorf("a client in the second namespace shows as %q, want addr=%s:...", got, p2.IP)
+	}
+	if got := clients(""); !strings.Contains(got, "addr="+n.Gateway+":") {
+		t.Errorf("a client on the host shows as %q, want addr=%s:... (the gateway)", got, n.Gateway)
+	}
+	if ip := net.ParseIP(p1.IP); !ip.IsPrivate() {
+		t.Errorf("pod IP %s is not in a private range", ip)
+	}
+
+	// A restart after a crash: the records of both namespaces are swept.
+	_ = server.Process.Kill()
+	_ = server.Wait()
+	again, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Gateway != n.Gateway {
+		t.Errorf("gateway after restart %s, want the recorded %s", again.Gateway, n.Gateway)
+	}
+	for _, p := range []Pod{p1, p2} {
+		if _, err := os.Stat(p.Path()); err == nil {
+			t.Errorf("namespace %s survived the sweep", p.Namespace)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "netns", p.Namespace)); err == nil {
+			t.Errorf("record of %s survived the sweep", p.Namespace)
+		}
+		if out, _ := exec.Command("ip", "route", "show", p.IP+"/32").Output(); len(out) > 0 {
+			t.Errorf("host route to %s survived the sweep: %s", p.IP, out)
+		}
+		// A pod that is gone is unreachable at once, not a silent drop.
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(p.IP, "6379"), 5*time.Second); !errors.Is(err, syscall.EHOSTUNREACH) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("dialing the removed pod %s: %v, want EHOSTUNREACH", p.IP, err)
+		}
+	}
+}
