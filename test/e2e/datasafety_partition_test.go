@@ -39,7 +39,7 @@ const (
 // or Healthy once a pass ran while the operator cannot reach the master
 // (issue 14 item 4), and Ready again once the cut ends.
 //
-// With the plane's pod network (LOCALPLANE_PODNET=1, pod IPs outside
+// With the plane's pod network (the default; pod IPs outside
 // loopback) every pod has its own network namespace and source address and
 // traffic between pods crosses the host's FORWARD chain, where the two
 // rules between the pods go. Without it a pod's connections leave from

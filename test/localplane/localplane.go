@@ -61,7 +61,8 @@ type Options struct {
 	PodNetwork bool
 }
 
-// PodNetworkEnv, set to 1, turns Options.PodNetwork on in `localplane up`.
+// PodNetworkEnv, set to 0, turns the pod network off in `localplane up`
+// (and in this module's tests), where it is on by default.
 const PodNetworkEnv = "LOCALPLANE_PODNET"
 
 // Plane is a running local plane.

@@ -36,12 +36,12 @@ func binDir(t *testing.T) string {
 	return d
 }
 
-// startPlane starts a plane for t, with the pod network when
-// $LOCALPLANE_PODNET is 1 (so the same tests cover both modes).
+// startPlane starts a plane for t, with the pod network unless
+// $LOCALPLANE_PODNET is 0 (so the same tests cover both modes).
 func startPlane(t *testing.T) *localplane.Plane {
 	t.Helper()
 	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t),
-		PodNetwork: os.Getenv(localplane.PodNetworkEnv) == "1"})
+		PodNetwork: os.Getenv(localplane.PodNetworkEnv) != "0"})
 	if err != nil {
 		t.Fatalf("starting the local plane (needs root and `make tools`): %v", err)
 	}
@@ -267,7 +267,7 @@ func conditionStatus(pod *corev1.Pod, t corev1.PodConditionType) corev1.Conditio
 // podRange is where pod IPs come from in the mode startPlane chose.
 func podRange() *net.IPNet {
 	cidr := "127.64.0.0/10"
-	if os.Getenv(localplane.PodNetworkEnv) == "1" {
+	if os.Getenv(localplane.PodNetworkEnv) != "0" {
 		cidr = podnet.PodCIDR
 	}
 	_, n, _ := net.ParseCIDR(cidr)

@@ -64,8 +64,8 @@ func up(args []string) error {
 	stateDir := fs.String("state-dir", "", "directory for the plane's state (required)")
 	binDir := fs.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
 	nodeName := fs.String("node-name", localplane.DefaultNodeName, "name of the process node")
-	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) == "1",
-		"a network namespace per pod, kube-proxy and cluster DNS (default from $"+localplane.PodNetworkEnv+"=1)")
+	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) != "0",
+		"a network namespace per pod, kube-proxy and cluster DNS (default on; off with $"+localplane.PodNetworkEnv+"=0)")
 	_ = fs.Parse(args)
 	if *stateDir == "" {
 		return errors.New("--state-dir is required")
