@@ -84,18 +84,25 @@ func newCluster(t testing.TB, name string, mutate func(*cachev1beta1.RedisCluste
 	if mutate != nil {
 		mutate(rc)
 	}
-	c.obs = startObserver(c)
-	t.Cleanup(func() {
-		c.obs.stop()
-		if t.Failed() {
-			c.dumpDebug()
-		}
-		c.destroy()
-	})
+	c.track()
 	if err := env.k8s.Create(ctx, rc); err != nil {
 		t.Fatalf("creating RedisCluster %s/%s: %v", c.ns, name, err)
 	}
 	return c
+}
+
+// track starts c's status observer and, when c.t ends, dumps what a
+// person needs to debug a failure, then deletes the cluster and whatever
+// claims remain: for a RedisCluster a scenario creates itself.
+func (c *cluster) track() {
+	c.obs = startObserver(c)
+	c.t.Cleanup(func() {
+		c.obs.stop()
+		if c.t.Failed() {
+			c.dumpDebug()
+		}
+		c.destroy()
+	})
 }
 
 // with is c for a subtest: failures are reported on t.

@@ -112,6 +112,11 @@ func setupSuite() (*suite, error) {
 	if s.tmpDir, err = os.MkdirTemp("/var/tmp", "redis-e2e-"); err != nil {
 		return nil, err
 	}
+	// Searchable by pod users: the node runs the operator's image (user
+	// 65532) from a copy in the state directory below.
+	if err := os.Chmod(s.tmpDir, 0o711); err != nil {
+		return s, err
+	}
 	s.stateDir = filepath.Join(s.tmpDir, "plane")
 	logDir := filepath.Join(s.stateDir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
