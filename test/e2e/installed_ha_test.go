@@ -1,0 +1,212 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// leaseName is the operator's leader-election Lease (cmd/redis-operator's
+// LeaderElectionID) in its namespace.
+const leaseName = "redis-operator.cache.redis.io"
+
+// TestInstalledHA (label install), issue 16 point 4: the staging overlay
+// (leader election, a PDB, preferred anti-affinity) with 3 replicas, the
+// only change the suite makes to it. During a 3→5 scale-out under writes
+// acknowledged with WAIT, once a slot is migrating, the leader's process
+// is SIGKILLed (no lease release; its container restarts in place, as
+// after a crash). Another replica must hold the Lease within its lease
+// duration plus one retry period, the scale must complete with no slot left open and no
+// acknowledged write lost, and admission (a v1alpha1 read through the
+// conversion webhook, a server-side dry-run create through the validating
+// webhook) must answer every request while the replica is gone.
+func TestInstalledHA(t *testing.T) {
+	scenario(t, "install/ha-leader-killed-3-5")
+	ctx := context.Background()
+	stopOperator(t)
+	t.Cleanup(func() { uninstall(t) })
+	install(t, "staging", 3)
+
+	c := newCluster(t, "installed-ha", nil)
+	t.Cleanup(func() {
+		if t.Failed() {
+			printOperatorPodLogs(t, 60)
+		}
+	})
+	rc := c.waitReady(6 * time.Minute)
+	cl := c.clusterClient()
+	defer cl.Close()
+	keys := loadKeys(t, cl, "ha", 20000)
+	w := startWriter(t, cl, "haw", writerOptions{Wait: true})
+	w.waitWrites(100, time.Minute)
+
+	probe := newSlotProbe(c, rc, 3, 5)
+	c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Shards = 5 })
+	if m := probe.waitMigrating(3 * time.Minute); m == "none" {
+		t.Fatal("no slot was migrating within 3 minutes of the scale-out")
+	}
+
+	lease := &coordinationv1.Lease{}
+	if err := env.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: leaseName}, lease); err != nil {
+		t.Fatalf("reading the leader Lease: %v", err)
+	}
+	holder := ptrValue(lease.Spec.HolderIdentity)
+	leader := strings.SplitN(holder, "_", 2)[0] // controller-runtime's identity: <pod name>_<uuid>
+	duration := time.Duration(ptrValue(lease.Spec.LeaseDurationSeconds)) * time.Second
+
+	pid, err := operatorPID(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := startAdmissionProbe(t, c)
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL to the leader %s (pid %d): %v", leader, pid, err)
+	}
+	t.Logf("leader %s (pid %d) killed at %.0f%% of the slots moved", leader, pid, 100*probe.progress())
+
+	var took time.Duration
+	waitFor(t, "another replica holding the Lease", 2*duration, func() (bool, string) {
+		l := &coordinationv1.Lease{}
+		if err := env.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: leaseName}, l); err != nil {
+			return false, err.Error()
+		}
+		h := ptrValue(l.Spec.HolderIdentity)
+		took = time.Since(killed)
+		return h != "" && h != holder, "held by " + h
+	})
+	// The default retry period of controller-runtime's leader election.
+	const retryPeriod = 2 * time.Second
+	if took > duration+retryPeriod+time.Second {
+		t.Errorf("the Lease changed hands %.1fs after the leader was killed, more than its duration %s plus a retry period", took.Seconds(), duration)
+	}
+
+	rc = c.waitReady(8 * time.Minute)
+	calls, failures := adm.stop()
+	ids := c.checkConverged(rc)
+	c.checkStatusShards(rc, ids)
+	if open, _ := c.openSlots(); len(open) > 0 {
+		t.Errorf("slots left open: %s", summarizeOpen(open))
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d of %d admission requests failed while a replica was down, e.g. %s", len(failures), calls, failures[0])
+	}
+	w.waitWrites(50, time.Minute)
+	r := w.result()
+	fresh := c.clusterClient()
+	defer fresh.Close()
+	loadedLost, loadedWrong := keys.check(t, fresh, nil)
+	ackedLost, ackedWrong := w.readBack(fresh, r.Acked)
+	reportKeys("install/ha-leader-killed-3-5", keys.n, len(loadedLost)+len(loadedWrong), r, len(ackedLost)+len(ackedWrong))
+	fmt.Printf("e2e: install/ha-leader-killed-3-5 Lease taken over in %.1fs (duration %s); %d admission calls, %d failed\n",
+		took.Seconds(), duration, calls, len(failures))
+	if n := len(loadedLost) + len(loadedWrong) + len(ackedLost) + len(ackedWrong); n > 0 {
+		t.Errorf("%d keys lost or wrong (loaded: %d, acknowledged: %d)", n, len(loadedLost)+len(loadedWrong), len(ackedLost)+len(ackedWrong))
+	}
+}
+
+// operatorPID finds the process of the operator container of pod: the
+// node's copy of the operator's image binary (test/localplane: images/)
+// with HOSTNAME=pod in its environment, as the kubelet sets it.
+func operatorPID(pod string) (int, error) {
+	bin := filepath.Join(env.stateDir, "images", "redis-operator")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.HasPrefix(cmd, append([]byte(bin), 0)) {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && slices.Contains(strings.Split(string(environ), "\x00"), "HOSTNAME="+pod) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no operator process of pod %s", pod)
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// admissionProbe calls both webhooks every 200 ms: a read of c as
+// v1alpha1 (the conversion webhook) and a server-side dry-run create of a
+// valid RedisCluster (the validating webhook).
+type admissionProbe struct {
+	stopCh   chan struct{}
+	done     sync.WaitGroup
+	calls    atomic.Int64
+	mu       sync.Mutex
+	failures []string
+}
+
+func startAdmissionProbe(t *testing.T, c *cluster) *admissionProbe {
+	p := &admissionProbe{stopCh: make(chan struct{})}
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-p.stopCh:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			alpha := &unstructured.Unstructured{}
+			alpha.SetAPIVersion("cache.redis.io/v1alpha1")
+			alpha.SetKind("RedisCluster")
+			err := env.k8s.Get(ctx, c.key(), alpha)
+			if err == nil {
+				dry := &cachev1beta1.RedisCluster{}
+				dry.Namespace, dry.Name = c.ns, fmt.Sprintf("dry-run-%d", i)
+				dry.Spec.Shards = 3
+				err = env.k8s.Create(ctx, dry, client.DryRunAll)
+			}
+			cancel()
+			p.calls.Add(2)
+			if err != nil {
+				p.mu.Lock()
+				p.failures = append(p.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the probe and returns how many calls it made and the failures.
+func (p *admissionProbe) stop() (int64, []string) {
+	close(p.stopCh)
+	p.done.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls.Load(), p.failures
+}
