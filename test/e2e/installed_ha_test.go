@@ -37,7 +37,8 @@ const leaseName = "redis-operator.cache.redis.io"
 // duration plus one retry period, the scale must complete with no slot left open and no
 // acknowledged write lost, and admission (a v1alpha1 read through the
 // conversion webhook, a server-side dry-run create through the validating
-// webhook) must answer every request while the replica is gone.
+// webhook) must answer every request while the replica is gone, and no
+// request of any replica may be forbidden.
 func TestInstalledHA(t *testing.T) {
 	scenario(t, "install/ha-leader-killed-3-5")
 	ctx := context.Background()
@@ -45,7 +46,9 @@ func TestInstalledHA(t *testing.T) {
 	t.Cleanup(func() { uninstall(t) })
 	install(t, "staging", 3)
 
-	c := newCluster(t, "installed-ha", nil)
+	const name = "installed-ha"
+	t.Cleanup(func() { checkActedAsServiceAccount(t, "e2e-"+name) })
+	c := newCluster(t, name, nil)
 	t.Cleanup(func() {
 		if t.Failed() {
 			printOperatorPodLogs(t, 60)

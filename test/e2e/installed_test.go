@@ -57,8 +57,9 @@ const (
 //   - a scale 3→4 under writes acknowledged with WAIT completes with none
 //     lost;
 //   - the API server's audit log shows the operator's requests made as its
-//     ServiceAccount, none of them forbidden (403): a missing RBAC verb
-//     fails here.
+//     ServiceAccount, none of them forbidden (403), up to and including the
+//     cluster's deletion through the finalizer: a missing RBAC verb fails
+//     here.
 //
 // When it ends, the cluster is deleted (through the installed operator's
 // finalizer), the install removed, the CRD put back without the webhook,
@@ -75,6 +76,9 @@ func TestInstalled(t *testing.T) {
 	if err := ensureNamespace(ctx, c.ns); err != nil {
 		t.Fatal(err)
 	}
+	// After the cluster's deletion (the cleanups run last first), so the
+	// finalizer's work is checked too.
+	t.Cleanup(func() { checkActedAsServiceAccount(t, c.ns) })
 	c.track()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -132,8 +136,6 @@ func TestInstalled(t *testing.T) {
 	w.stop()
 	c.checkConverged(rc)
 	w.verify(c.clusterClient())
-
-	checkActedAsServiceAccount(t, c.ns)
 }
 
 // install applies `redis-operator manifests --overlay overlay` with
