@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -177,16 +176,12 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.OperatorNamespace == "" {
 		r.OperatorNamespace = resources.DefaultOperatorNamespace
 	}
+	// The pool is not closed when the manager's context ends: that happens
+	// while a cancelled pass still settles its slot round over these very
+	// connections (the manager stops runnables and controllers together).
+	// Whoever made it closes it after the manager has returned (main).
 	if r.Redis == nil {
 		r.Redis = topology.NewPool(DefaultRedisPoolSize)
-	}
-	pool := r.Redis
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		<-ctx.Done()
-		pool.Close()
-		return nil
-	})); err != nil {
-		return fmt.Errorf("registering the Redis pool's shutdown: %w", err)
 	}
 	r.metrics = registerMetrics()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &cachev1beta1.RedisCluster{}, authSecretIndex, indexAuthSecret); err != nil {

@@ -151,7 +151,11 @@ func main() {
 
 	log.Info("Starting the manager", "leaderElect", leaderElect, "resyncPeriod", reconciler.ResyncPeriod.String(),
 		"gracefulShutdownTimeout", shutdownTimeout.String(), "watchNamespaces", reconciler.WatchNamespaces)
-	if err := mgr.Start(ctx); err != nil {
+	err = mgr.Start(ctx)
+	// Only now: a pass cancelled by the shutdown settles its slot round
+	// over the pooled connections until the manager returns.
+	reconciler.Redis.Close()
+	if err != nil {
 		log.Error(err, "The manager stopped with an error")
 		os.Exit(1)
 	}
