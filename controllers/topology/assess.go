@@ -362,11 +362,17 @@ func (a *assessment) aliveSomewhere(id string) bool {
 // yet, or is Down (not scheduled, crash-looping), cannot be matched by address: an ID that
 // the tables record as a replica of the master of a shard with such an endpoint, or of a
 // slot owner the engine cannot reach (a shard whose pods are down), is taken to be that
-// endpoint's node.
+// endpoint's node. A master that failed over and whose pod was then re-created (not
+// scheduled yet, or on a new IP it has not announced) leaves no such trace: a dead master ID
+// without slots is awaited while an endpoint of a desired shard is unreachable at an address
+// no table holds, since that pod may come back with it from its volume (nodes.conf).
 func (a *assessment) awaited(id string) bool {
 	for _, ep := range a.nodes {
 		if ep.Reachable() {
 			continue
+		}
+		if sh := a.shardOf[ep.Endpoint.Name]; sh != nil && !sh.leaving && !a.addrKnown(ep.Endpoint.Addr) && a.deadMaster(id) {
+			return true
 		}
 		for _, n := range a.reachable() {
 			r := n.Lookup(id)
@@ -381,6 +387,33 @@ func (a *assessment) awaited(id string) bool {
 				if sh.masterID == r.MasterID || a.slotCount[r.MasterID] > 0 && a.byID[r.MasterID] == nil {
 					return true
 				}
+			}
+		}
+	}
+	return false
+}
+
+// deadMaster reports whether the reachable nodes' tables record id as a master (not
+// following another node), as a master that failed over stays until it returns.
+func (a *assessment) deadMaster(id string) bool {
+	for _, n := range a.reachable() {
+		if r := n.Lookup(id); r != nil && r.MasterID == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// addrKnown reports whether some reachable node's table places a node at addr ("" for a
+// pod without an IP: never).
+func (a *assessment) addrKnown(addr string) bool {
+	if addr == "" {
+		return false
+	}
+	for _, n := range a.reachable() {
+		for _, r := range n.Known {
+			if sameAddr(r, addr) {
+				return true
 			}
 		}
 	}

@@ -204,3 +204,26 @@ func TestValidateDownEndpoints(t *testing.T) {
 		t.Fatalf("an endpoint without an address that is not Down: %v", err)
 	}
 }
+
+// TestSimKeepsAFailedOverMasterWhosePodIsRecreated: s1-0's master fails over to s1-1 and its
+// pod is re-created (Pending, no address yet). Redis 7.0 keeps the failed master in every
+// table as a master without slots until it returns (the e2e scenario failover/master-crash):
+// its ID is the one the pod brings back from its volume, so it is not forgotten.
+func TestSimKeepsAFailedOverMasterWhosePodIsRecreated(t *testing.T) {
+	s := newSim(t)
+	shards := s.shards("s", 0, 3, 2)
+	s.mustConverge(Desired{Shards: shards, ReplicasPerShard: 1})
+	old := s.live["s1-0"]
+	d := s.markDown(Desired{Shards: shards, ReplicasPerShard: 1}, "Pending", "s1-0")
+	s.tick()
+	if s.live["s1-1"].master != "" {
+		t.Fatal("s1-1 was not promoted")
+	}
+	old.master = ""
+	_, steps, _ := plan(s.view(d), d)
+	for _, st := range steps {
+		if st.Kind == StepForget && st.NodeID == old.id {
+			t.Fatalf("the failed-over master %s of a re-created pod is forgotten: %+v", old.id, st)
+		}
+	}
+}
