@@ -203,8 +203,9 @@ func install(t *testing.T, overlay string, replicas int64) {
 }
 
 // uninstall removes what install applied: the webhook configuration, the
-// cluster-scoped RBAC and the operator's namespace (waiting until its pods
-// are gone, so that two operators never reconcile at once), and puts the
+// cluster-scoped RBAC and the operator's namespace (waiting until it and its
+// pods are gone, so that two operators never reconcile at once and the next
+// install starts clean), and puts the
 // CRD back as the suite installs it (no conversion webhook).
 func uninstall(t *testing.T) {
 	ctx := context.Background()
@@ -218,12 +219,15 @@ func uninstall(t *testing.T) {
 			t.Errorf("uninstalling %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	waitFor(t, "the installed operator's pods gone", 2*time.Minute, func() (bool, string) {
+	// The namespace gone, not only its pods: an install into a namespace
+	// still terminating would see its objects deleted again.
+	waitFor(t, "the installed operator's namespace gone", 3*time.Minute, func() (bool, string) {
 		pods := &corev1.PodList{}
 		if err := env.k8s.List(ctx, pods, client.InNamespace(installNS)); err != nil {
 			return false, err.Error()
 		}
-		return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items))
+		err := env.k8s.Get(ctx, client.ObjectKey{Name: installNS}, &corev1.Namespace{})
+		return len(pods.Items) == 0 && apierrors.IsNotFound(err), fmt.Sprintf("%d pods left, namespace: %v", len(pods.Items), err)
 	})
 	crds := filepath.Join(env.root, "kustomize", "base", "crd", "bases")
 	if _, err := envtest.InstallCRDs(env.cfg, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
