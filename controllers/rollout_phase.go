@@ -17,7 +17,7 @@ import (
 func rolloutShards(shards []*shardPods) []rollout.Shard {
 	out := make([]rollout.Shard, 0, len(shards))
 	for _, sh := range shards {
-		rs := rollout.Shard{Name: sh.Name, DesiredHash: sh.DesiredHash, TemplateCurrent: sh.TemplateCurrent}
+		rs := rollout.Shard{Name: sh.Name, DesiredHash: sh.DesiredHash, TemplateCurrent: sh.TemplateCurrent, Expected: sh.Expected}
 		for _, p := range sh.Pods {
 			rs.Pods = append(rs.Pods, rollout.Pod{Name: p.Name, Hash: p.Hash, Ready: p.Ready, Terminating: p.Terminating})
 		}

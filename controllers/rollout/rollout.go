@@ -53,6 +53,18 @@ type Shard struct {
 	TemplateCurrent bool
 	// Pods are the shard's pods in ordinal order.
 	Pods []Pod
+	// Expected is the number of pods the shard should run (1 + replicas
+	// per shard); a pod deleted and not yet created again is missing
+	// from Pods, not absent from the shard. 0 is taken as len(Pods).
+	Expected int
+}
+
+// expected is s.Expected, or len(s.Pods) when unset.
+func (s Shard) expected() int {
+	if s.Expected > 0 {
+		return s.Expected
+	}
+	return len(s.Pods)
 }
 
 // Input is what the planner knows about the cluster.
@@ -72,8 +84,11 @@ type Input struct {
 	Settled bool
 }
 
-// ready reports whether every pod of s is ready.
+// ready reports whether every pod of s exists and is ready.
 func (s Shard) ready() bool {
+	if len(s.Pods) < s.expected() {
+		return false
+	}
 	for _, p := range s.Pods {
 		if !p.Ready {
 			return false
@@ -188,7 +203,9 @@ func Plan(in Input) Action {
 					Reason: fmt.Sprintf("master %s runs an old template; %s takes over first", master, p.Name)}
 			}
 		}
-		if len(s.Pods) > 1 {
+		// A replica that is missing (deleted, not yet created again) is a
+		// replica still: never restart the master in place meanwhile.
+		if len(s.Pods) > 1 || s.expected() > 1 {
 			return wait("no replica of shard %s is in sync to take over from %s", s.Name, master)
 		}
 		return Action{Kind: DeletePod, Shard: s.Name, Pod: master,

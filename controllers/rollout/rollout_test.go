@@ -19,6 +19,11 @@ func shard(name, desiredHash string, hashes []string, ready []int) Shard {
 	return s
 }
 
+func withExpected(s Shard, n int) Shard {
+	s.Expected = n
+	return s
+}
+
 func TestPlanRollout(t *testing.T) {
 	allInSync := map[string]bool{"a-0": true, "a-1": true, "a-2": true, "b-0": true, "b-1": true}
 	for _, tc := range []struct {
@@ -117,6 +122,17 @@ func TestPlanRollout(t *testing.T) {
 			inSync:    allInSync,
 			converged: false, settled: true,
 			want: Action{Kind: DeletePod, Shard: "b", Pod: "b-1"},
+		},
+		{
+			// The e2e upgrade scenario: shard a's replica was deleted for the
+			// roll and not yet created again; its master must not restart in
+			// place as if the shard had no replica.
+			name:      "settled, a replica deleted and not yet back: the master waits",
+			shards:    []Shard{withExpected(shard("a", "new", []string{"old"}, nil), 2)},
+			masters:   map[string]string{"a": "a-0"},
+			inSync:    allInSync,
+			converged: false, settled: true,
+			want: Action{Kind: Wait, Shard: "a"},
 		},
 		{
 			name:      "settled, only the shard with the pod that does not run is stale: wait",

@@ -201,7 +201,7 @@ func (w *writer) waitWrites(n int, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.t.Fatalf("the writer acknowledged %d of %d writes within %s", have-(want-n), n, timeout)
+			w.t.Fatalf("the writer acknowledged %d of %d writes within %s: %s", have-(want-n), n, timeout, w.result())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
