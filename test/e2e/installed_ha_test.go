@@ -44,10 +44,11 @@ func TestInstalledHA(t *testing.T) {
 	ctx := context.Background()
 	stopOperator(t)
 	t.Cleanup(func() { uninstall(t) })
+	since := time.Now() // the audit check covers the install too
 	install(t, "staging", 3)
 
 	const name = "installed-ha"
-	t.Cleanup(func() { checkActedAsServiceAccount(t, "e2e-"+name) })
+	t.Cleanup(func() { checkActedAsServiceAccount(t, "e2e-"+name, since) })
 	c := newCluster(t, name, nil)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -69,6 +69,7 @@ func TestInstalled(t *testing.T) {
 	ctx := context.Background()
 	stopOperator(t)
 	t.Cleanup(func() { uninstall(t) })
+	since := time.Now() // the audit check covers the install too
 	install(t, "dev", 0)
 
 	const name = "installed"
@@ -78,7 +79,7 @@ func TestInstalled(t *testing.T) {
 	}
 	// After the cluster's deletion (the cleanups run last first), so the
 	// finalizer's work is checked too.
-	t.Cleanup(func() { checkActedAsServiceAccount(t, c.ns) })
+	t.Cleanup(func() { checkActedAsServiceAccount(t, c.ns, since) })
 	c.track()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -202,23 +203,21 @@ func install(t *testing.T, overlay string, replicas int64) {
 	})
 }
 
-// uninstall removes what install applied: the webhook configuration, the
-// cluster-scoped RBAC and the operator's namespace (waiting until it and its
-// pods are gone, so that two operators never reconcile at once and the next
-// install starts clean), and puts the
+// uninstall removes what install applied: the operator's namespace
+// (waiting until it and its pods are gone, so that two operators never
+// reconcile at once and the next install starts clean), then the webhook
+// configuration and the cluster-scoped RBAC, and puts the
 // CRD back as the suite installs it (no conversion webhook).
 func uninstall(t *testing.T) {
 	ctx := context.Background()
-	for _, o := range []client.Object{
-		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: installWebhook}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "redis-operator"}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "redis-operator"}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNS}},
-	} {
+	del := func(o client.Object) {
 		if err := env.k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("uninstalling %T %s: %v", o, o.GetName(), err)
 		}
 	}
+	// The operator's pods first: with its RBAC gone while they still run,
+	// its requests would be forbidden (and counted by the next scenario).
+	del(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNS}})
 	// The namespace gone, not only its pods: an install into a namespace
 	// still terminating would see its objects deleted again.
 	waitFor(t, "the installed operator's namespace gone", 3*time.Minute, func() (bool, string) {
@@ -229,6 +228,9 @@ func uninstall(t *testing.T) {
 		err := env.k8s.Get(ctx, client.ObjectKey{Name: installNS}, &corev1.Namespace{})
 		return len(pods.Items) == 0 && apierrors.IsNotFound(err), fmt.Sprintf("%d pods left, namespace: %v", len(pods.Items), err)
 	})
+	del(&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: installWebhook}})
+	del(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "redis-operator"}})
+	del(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "redis-operator"}})
 	crds := filepath.Join(env.root, "kustomize", "base", "crd", "bases")
 	if _, err := envtest.InstallCRDs(env.cfg, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
 		t.Errorf("putting the CRD back without its conversion webhook: %v", err)
@@ -254,8 +256,9 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 
 // auditEvent is the part of an audit.k8s.io/v1 Event this test reads.
 type auditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
+	StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
+	Verb           string           `json:"verb"`
+	User           struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
@@ -270,10 +273,10 @@ type auditEvent struct {
 }
 
 // checkActedAsServiceAccount reads the plane's audit log (every service
-// account's requests outside kube-system, test/localplane's AuditLog):
-// the operator's ServiceAccount must have created the StatefulSets of ns,
-// and none of its requests may have been forbidden.
-func checkActedAsServiceAccount(t *testing.T, ns string) {
+// account's requests outside kube-system, test/localplane's AuditLog) from
+// since on: the operator's ServiceAccount must have created the
+// StatefulSets of ns, and none of its requests may have been forbidden.
+func checkActedAsServiceAccount(t *testing.T, ns string, since time.Time) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(env.stateDir, "logs", "kube-apiserver-audit.log"))
 	if err != nil {
@@ -286,7 +289,7 @@ func checkActedAsServiceAccount(t *testing.T, ns string) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var e auditEvent
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != installSA {
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != installSA || e.StageTimestamp.Time.Before(since) {
 			continue
 		}
 		requests++
@@ -298,10 +301,12 @@ func checkActedAsServiceAccount(t *testing.T, ns string) {
 		}
 	}
 	if len(forbidden) > 0 {
-		t.Errorf("%d requests of the operator's ServiceAccount were forbidden, e.g. %s", len(forbidden), strings.Join(forbidden[:min(5, len(forbidden))], "; "))
+		t.Errorf("%d of %d requests of the operator's ServiceAccount were forbidden, e.g. %s", len(forbidden), requests, strings.Join(forbidden[:min(5, len(forbidden))], "; "))
+		return
 	}
 	if statefulSets == 0 {
 		t.Errorf("no StatefulSet of %s was written by %s (of its %d requests): the operator did not act as its ServiceAccount", ns, installSA, requests)
+		return
 	}
 	t.Logf("the operator made %d requests as %s (%d StatefulSet writes in %s), none forbidden", requests, installSA, statefulSets, ns)
 }
