@@ -100,22 +100,7 @@ func TestRunsAgainstAKubeconfig(t *testing.T) {
 	if err := k8s.Create(ctx, rc); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err = reconciled(ctx, k8s, rc)
-		if err == nil {
-			break
-		}
-		select {
-		case e := <-exited:
-			t.Fatalf("the operator exited: %v\n%s", e, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v\noperator log:\n%s", err, logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitOperator(t, 60*time.Second, exited, &logs, func() error { return reconciled(ctx, k8s, rc) })
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -132,6 +117,29 @@ func TestRunsAgainstAKubeconfig(t *testing.T) {
 
 // reconciled checks that the operator held the leader Lease, wrote the
 // cluster's status and created its three shard StatefulSets.
+// waitOperator polls check every 200 ms until it returns nil, failing t with
+// the operator's log when the operator process exits (exited) or timeout
+// passes.
+func waitOperator(t *testing.T, timeout time.Duration, exited <-chan error, logs *bytes.Buffer, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case e := <-exited:
+			t.Fatalf("the operator exited: %v\n%s", e, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v\noperator log:\n%s", err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func reconciled(ctx context.Context, k8s client.Client, rc *cachev1beta1.RedisCluster) error {
 	got := &cachev1beta1.RedisCluster{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(rc), got); err != nil {

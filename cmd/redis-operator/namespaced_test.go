@@ -109,22 +109,7 @@ func TestNamespacedInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		err = reconciledIn(ctx, k8s, watched)
-		if err == nil {
-			break
-		}
-		select {
-		case e := <-exited:
-			t.Fatalf("the operator exited: %v\n%s", e, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v\noperator log:\n%s", err, logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitOperator(t, 90*time.Second, exited, &logs, func() error { return reconciledIn(ctx, k8s, watched) })
 
 	got := &cachev1beta1.RedisCluster{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(other), got); err != nil {
