@@ -49,6 +49,28 @@ const (
 	waitLimit = 2 * time.Minute
 )
 
+// startAPIServer starts envtest's API server and etcd from bin/ (stopped
+// when t ends) and returns its config, the tests' scheme and a client.
+func startAPIServer(t *testing.T) (*rest.Config, *runtime.Scheme, client.Client) {
+	t.Helper()
+	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(repoRoot, "bin")}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the API server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	scheme := newScheme(t)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, scheme, c
+}
+
 func newScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -331,21 +353,7 @@ func signed(t *testing.T, names []string, isCA bool, notAfter time.Time, ca *x50
 // CA near expiry is renewed, and a second replica shares the Secret.
 func TestSelfManagedCertificates(t *testing.T) {
 	captureLogs()
-	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(repoRoot, "bin")}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the API server: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	scheme := newScheme(t)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, scheme, c := startAPIServer(t)
 	ctx := context.Background()
 	port := freePort(t)
 	installWebhookObjects(t, c, port)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -132,21 +131,7 @@ func TestLocalPlaneManifests(t *testing.T) {
 // becomes ready and the API server converts and validates through it.
 func TestOperatorAsLocalProcess(t *testing.T) {
 	captureLogs()
-	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(repoRoot, "bin")}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the API server: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	scheme := newScheme(t)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, scheme, c := startAPIServer(t)
 	ctx := context.Background()
 	port := freePort(t)
 	crd, vwc := renderLocalPlaneManifests(t, port)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	stdlog "log"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -93,21 +91,7 @@ func captureLogs() *logCapture {
 // cert-controller's rotator, nor a refused TLS handshake from net/http.
 func TestCleanStartLogsNoError(t *testing.T) {
 	logs := captureLogs()
-	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(repoRoot, "bin")}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the API server: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	scheme := newScheme(t)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, scheme, c := startAPIServer(t)
 	ctx := context.Background()
 	port := freePort(t)
 	installWebhookObjects(t, c, port)
