@@ -8,7 +8,7 @@
 #
 # Needs root (pods get their own mount namespaces and users) and Go. The
 # first run installs missing Debian packages (hack/deps.sh) and builds the
-# Kubernetes binaries into bin/ (hack/build-tools.sh, about 6 minutes on 2
+# Kubernetes binaries into bin/ (hack/build-tools.sh, about 9 minutes on 2
 # cores). State lives in .localplane/<demo|dev>/ (LOCALPLANE_STATE_DIR
 # overrides it); dev-up keeps it across restarts, demo starts afresh.
 #
@@ -38,7 +38,7 @@ setup() {
   command -v go >/dev/null || die "Go 1.26 must be on the PATH"
   say "Debian packages"
   bash "$ROOT/hack/deps.sh"
-  say "Kubernetes binaries (first time: about 6 minutes)"
+  say "Kubernetes binaries (first time: about 9 minutes)"
   bash "$ROOT/hack/build-tools.sh"
   # bin/kubectl matches the API server's release (Debian's warns about the skew).
   export PATH="$BIN:$PATH"
