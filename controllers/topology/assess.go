@@ -113,19 +113,21 @@ func (a *assessment) computeOwners() {
 		id    string
 		epoch uint64
 	}
-	// first holds each slot's first claim by a reachable master, more the others (a slot
-	// claimed twice is rare: one small map instead of a slice per slot).
-	var first [NumSlots]claim
+	// a.owner takes each slot's first claim by a reachable master; more holds the other
+	// claims (a slot claimed twice is rare: one small map instead of a slice per slot),
+	// firstEpoch the first claimant's epoch for those slots only.
 	more := map[int][]claim{}
+	firstEpoch := map[string]uint64{}
 	for _, n := range a.reachable() {
 		self := n.Self()
 		if self == nil || !self.Flags.Master {
 			continue
 		}
+		firstEpoch[n.ID] = self.ConfigEpoch
 		for _, r := range self.Slots {
 			for s := r.Start; s <= r.End; s++ {
-				if first[s].id == "" {
-					first[s] = claim{n.ID, self.ConfigEpoch}
+				if a.owner[s] == "" {
+					a.owner[s] = n.ID
 				} else {
 					more[s] = append(more[s], claim{n.ID, self.ConfigEpoch})
 				}
@@ -156,9 +158,10 @@ func (a *assessment) computeOwners() {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	run, runLen := "", 0 // slotCount is counted by runs of one owner
 	for s := range NumSlots {
 		switch {
-		case first[s].id == "":
+		case a.owner[s] == "":
 			best, bestVotes := "", 0
 			for _, id := range ids {
 				v := votes[id][s]
@@ -167,11 +170,9 @@ func (a *assessment) computeOwners() {
 				}
 			}
 			a.owner[s] = best
-		case len(more[s]) == 0:
-			a.owner[s] = first[s].id
-		default:
+		case len(more[s]) > 0:
 			a.contested.Add(s)
-			best := first[s]
+			best := claim{a.owner[s], firstEpoch[a.owner[s]]}
 			for _, c := range more[s] {
 				if c.epoch > best.epoch || c.epoch == best.epoch && c.id < best.id {
 					best = c
@@ -179,9 +180,16 @@ func (a *assessment) computeOwners() {
 			}
 			a.owner[s] = best.id
 		}
-		if a.owner[s] != "" {
-			a.slotCount[a.owner[s]]++
+		if a.owner[s] != run {
+			if run != "" {
+				a.slotCount[run] += runLen
+			}
+			run, runLen = a.owner[s], 0
 		}
+		runLen++
+	}
+	if run != "" {
+		a.slotCount[run] += runLen
 	}
 }
 

@@ -73,19 +73,25 @@ func (a *assessment) leavingNames() []string {
 
 // disagreement counts slots whose owner in n's table differs from the consensus owner.
 func (a *assessment) disagreement(n *NodeView) int {
-	var table [NumSlots]string
+	// A slot n's table gives to another owner than the consensus counts once, and so
+	// does a slot the consensus gives an owner that n's table leaves unassigned. The
+	// ranges of one table never overlap (each slot has one owner in it).
+	mismatched, coveredOwned := 0, 0
 	for _, r := range n.Known {
 		for _, sr := range r.Slots {
 			for s := sr.Start; s <= sr.End; s++ {
-				table[s] = r.ID
+				if a.owner[s] != "" {
+					coveredOwned++
+				}
+				if a.owner[s] != r.ID {
+					mismatched++
+				}
 			}
 		}
 	}
-	d := 0
-	for s := range NumSlots {
-		if table[s] != a.owner[s] {
-			d++
-		}
+	owned := 0
+	for _, c := range a.slotCount {
+		owned += c
 	}
-	return d
+	return mismatched + owned - coveredOwned
 }
