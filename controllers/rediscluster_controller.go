@@ -133,9 +133,11 @@ type RedisClusterReconciler struct {
 	Redis *topology.Pool
 
 	// agreed remembers the children drifted found matching (drift.go);
-	// healthy the last status.health computed (health.go).
+	// healthy the last status.health computed (health.go); built the
+	// shard StatefulSets of the cluster's last resourceVersion (builtmemo.go).
 	agreed  agreement
 	healthy healthMemos
+	built   builtStatefulSets
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
@@ -238,6 +240,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.Redis.Forget(req.String())
 			r.agreed.forget(req.NamespacedName)
 			r.healthy.forget(req.NamespacedName)
+			r.built.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
