@@ -19,7 +19,7 @@ import (
 // only once every running node has the user (no pod runs here, so it stays pending), and
 // its hashed password in auth.conf, so pods start with it; status.users shows the step and
 // never the password; a changed source password replaces the pending one; a user removed
-// from spec.users loses its Secret and its auth.conf line.
+// from spec.users loses its Secret and its auth.conf line. No event shows a password or hash.
 func TestUsersFromSecret(t *testing.T) {
 	ns := newNamespace(t)
 	const pw1, pw2 = `app "pw" 1`, "app-pw-2"
@@ -105,6 +105,17 @@ func TestUsersFromSecret(t *testing.T) {
 		}
 		return nil
 	})
+	var events corev1.EventList
+	if err := k8s.List(testCtx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		for _, s := range []string{pw1, pw2, acl.Hash(pw1), acl.Hash(pw2)} {
+			if strings.Contains(e.Message, s) {
+				t.Errorf("event %s shows a user's password or its hash", e.Reason)
+			}
+		}
+	}
 }
 
 // assertNoSecretInStatus fails when the status, as JSON, holds secret or its hash.
