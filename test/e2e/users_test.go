@@ -33,9 +33,10 @@ const usersRules = "~e2e:* +@read +@write +@connection +cluster|slots +cluster|s
 // a new KV version is rotated under those writes while the client follows the documented
 // switch (re-read <cluster>-user-<name>, use its password for new connections): no failed
 // authentication, both passwords during the grace period, then only the new one; no
-// acknowledged write lost. A pod deleted and recreated has the user again. Then the
-// user is removed from spec.users: it can no longer log in anywhere. No password or hash
-// shows in status, events or the operator's log.
+// acknowledged write lost; no password on the data volumes. A pod deleted and recreated has
+// the user again. Its rules are changed: a connection it opened before stays and may no
+// longer write. Then the user is removed from spec.users: it can no longer log in anywhere.
+// No password or hash shows in status, events or the operator's log.
 func TestUsers(t *testing.T) {
 	scenario(t, "users/vault-user-created-rotated-removed")
 	const name = "users"
@@ -150,6 +151,31 @@ func TestUsers(t *testing.T) {
 		err := userPing(p.Status.PodIP, pw2)
 		return err == nil, fmt.Sprint(err)
 	})
+
+	checkNoSecretOnDisk(t, ns, pw1, pw2)
+
+	// Rules changed in place: writes refused, reads still allowed, on a connection opened before.
+	conn := redis.NewClient(func() *redis.Options {
+		o := nodeOptions(c.pods()[0].Status.PodIP, pw2)
+		o.Username = "app"
+		return o
+	}())
+	defer conn.Close()
+	if err := conn.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.update(func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Users[0].Rules = "~e2e:* +@read +@connection +cluster|slots +cluster|shards +cluster|nodes"
+	})
+	c.poll("the user's new rules on an open connection", time.Minute, func() (bool, string) {
+		rctx, cancel := redisCtx()
+		defer cancel()
+		err := conn.Do(rctx, "SET", "e2e:ro", "x").Err()
+		return err != nil && strings.Contains(err.Error(), "NOPERM"), fmt.Sprint(err)
+	})
+	if err := conn.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the open connection after the rules changed: %v", err)
+	}
 
 	// Removed: the user can no longer log in anywhere, and its Secret is gone.
 	c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Users = nil })
