@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,8 +102,28 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, s *scope) (
 			out = append(out, st)
 		}
 	}
+	for i := range out {
+		out[i].Message = clip(out[i].Message, maxUserMessage)
+	}
 	rc.Status.Users = out
 	return res, false, nil
+}
+
+// maxUserMessage is status.users[].message's MaxLength in the CRD.
+const maxUserMessage = 1024
+
+// clip shortens s to at most n bytes, ending in "…" when cut, without splitting a UTF-8
+// sequence: an error naming many nodes must not make the status write fail.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 // applyUser runs one user's rotation step, or re-applies it as it is, on eps.

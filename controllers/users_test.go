@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,5 +125,17 @@ func assertNoSecretInStatus(t *testing.T, rc *cachev1beta1.RedisCluster, secret 
 	s := fmt.Sprintf("%+v", rc.Status)
 	if strings.Contains(s, secret) || strings.Contains(s, acl.Hash(secret)) {
 		t.Errorf("status holds a user's password or its hash: %s", s)
+	}
+}
+
+// clip keeps status.users[].message within the CRD's bound, on a rune boundary.
+func TestClip(t *testing.T) {
+	long := strings.Repeat("é", 600) // 1200 bytes
+	got := clip(long, maxUserMessage)
+	if len(got) > maxUserMessage || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
+		t.Fatalf("clip: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	if clip("short", maxUserMessage) != "short" {
+		t.Fatal("clip changed a short message")
 	}
 }
