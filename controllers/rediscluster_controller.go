@@ -300,6 +300,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 	result := ctrl.Result{RequeueAfter: resyncAfter(r.ResyncPeriod)}
 	for _, p := range []phase{
 		r.validateSpec,
+		r.prepareUsers,
 		r.reconcileCredentials,
 		r.reconcileChildren,
 		r.observePods,
@@ -310,6 +311,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.removeReplicaClaims,
 		r.reconcileLiveConfig,
 		r.reconcileRotation,
+		r.reconcileUsers,
 	} {
 		res, stop, err := p(ctx, s)
 		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {

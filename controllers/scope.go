@@ -36,6 +36,11 @@ type scope struct {
 	// rotation is the password rotation state read from the owned Secret
 	// (package rotation).
 	rotation rotation.State
+	// usersConf are the redis.conf "user" lines of spec.users (hashed
+	// passwords only), appended to the owned Secret's auth.conf.
+	usersConf string
+	// users are spec.users as prepared this pass (users.go).
+	users []*userState
 
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet

@@ -83,6 +83,13 @@ type RedisClusterSpec struct {
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
+	// Users are declarative ACL users besides the default one (see UserSpec).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Users []UserSpec `json:"users,omitempty"`
+
 	// Exporter configures the optional redis_exporter sidecar.
 	// Defaults to {}, so each of its fields takes its own default.
 	// +kubebuilder:default={}
@@ -461,6 +468,15 @@ type RedisClusterStatus struct {
 	// Credentials tells which password version is live. Never the secret.
 	// +optional
 	Credentials *CredentialsStatus `json:"credentials,omitempty"`
+
+	// Users lists each ACL user of spec.users, and of a removed one until it
+	// is deleted from every node, with its password's source version and
+	// rotation step. Never a password.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Users []UserStatus `json:"users,omitempty"`
 
 	// Migration reports slot migration progress while scaling.
 	// +optional
