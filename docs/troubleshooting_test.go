@@ -28,8 +28,12 @@ var reasonSources = []string{
 // Recorder.Eventf(obj, type, "Reason", ...).
 var eventCall = regexp.MustCompile(`\bs\.(?:did|failed|normal|warning)\("([A-Za-z]+)"|\.Eventf?\([^,]+, corev1\.EventType[A-Za-z]+, "([A-Za-z]+)"`)
 
-// tableReason is a reason in the first column of one of the guide's tables.
-var tableReason = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)`(?: / `([A-Za-z]+)`)?")
+// tableReasons is the first column of a row of one of the guide's tables
+// when it names reasons: "| `A` |" or "| `A` / `B` / `C` |".
+var (
+	tableReasons = regexp.MustCompile("(?m)^\\| (`[A-Za-z]+`(?: / `[A-Za-z]+`)*) \\|")
+	quoted       = regexp.MustCompile("`([A-Za-z]+)`")
+)
 
 // TestTroubleshootingNamesEveryReason: every condition reason and every
 // event reason the operator writes has a row in troubleshooting.md, and
@@ -41,11 +45,9 @@ func TestTroubleshootingNamesEveryReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range tableReason.FindAllStringSubmatch(string(raw), -1) {
-		for _, r := range m[1:] {
-			if r != "" {
-				documented[r] = true
-			}
+	for _, m := range tableReasons.FindAllStringSubmatch(string(raw), -1) {
+		for _, r := range quoted.FindAllStringSubmatch(m[1], -1) {
+			documented[r[1]] = true
 		}
 	}
 
