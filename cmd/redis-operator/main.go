@@ -38,6 +38,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "manifests" {
 		os.Exit(kustomize.RunManifests(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	// `redis-operator status NAME`, also run as the kubectl plugin
+	// `kubectl rediscluster status NAME` (status.go).
+	if isPlugin(os.Args[0]) {
+		os.Exit(runPlugin(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "status" {
+		os.Exit(runStatus(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var (
 		metricsAddr, probeAddr  string
 		pprofAddr               string
