@@ -20,6 +20,11 @@ type NodeFlags struct {
 	Handshake  bool // first contact not completed
 	NoAddr     bool // address unknown
 	NoFailover bool
+	// Other holds flags this parser does not know, comma-separated in
+	// reply order ("" when none): a newer Redis or Valkey may print more
+	// than the 7.0 command page lists, and a node is then judged by the
+	// flags above alone.
+	Other string
 }
 
 // String joins the flags as Redis prints them.
@@ -38,6 +43,7 @@ func (f NodeFlags) String() string {
 	add(f.Handshake, "handshake")
 	add(f.NoAddr, "noaddr")
 	add(f.NoFailover, "nofailover")
+	add(f.Other != "", f.Other)
 	if len(parts) == 0 {
 		return "noflags"
 	}
@@ -51,6 +57,11 @@ type NodeRecord struct {
 	Port     int
 	BusPort  int
 	Hostname string // Redis 7 "ip:port@cport,hostname" form; usually empty
+	// Aux holds the "key=value" fields that may follow the hostname
+	// ("ip:port@cport,hostname,shard-id=…,tls-port=0"): Redis 7.2+ and
+	// Valkey write them to nodes.conf (shard-id, nodename, tcp-port,
+	// tls-port) and Valkey's address string carries them; nil when none.
+	Aux      map[string]string
 	Flags    NodeFlags
 	MasterID string // for a replica, the ID of its master; empty otherwise
 	// PingSent and PongRecv are Unix times in milliseconds (0: none pending / never).
@@ -202,11 +213,27 @@ func parseNodeLine(line string) (NodeRecord, error) {
 	return r, nil
 }
 
-// parseNodeAddr parses "ip:port@cport" or "ip:port@cport,hostname"; the IP may be empty
-// (":6379@16379") or IPv6 (the port follows the last colon).
+// parseNodeAddr parses "ip:port@cport[,hostname][,key=value]*" (the form of Redis 7.0's
+// CLUSTER NODES, extended by Redis 7.2+ and Valkey with auxiliary fields; the hostname may
+// be empty, as in "ip:port@cport,,shard-id=…", or absent before the first key=value); the
+// IP may be empty (":6379@16379") or IPv6 (the port follows the last colon).
 func parseNodeAddr(s string, r *NodeRecord) error {
-	addr, host, _ := strings.Cut(s, ",")
-	r.Hostname = host
+	parts := strings.Split(s, ",")
+	addr := parts[0]
+	for i, p := range parts[1:] {
+		k, v, isAux := strings.Cut(p, "=")
+		switch {
+		case isAux && k != "":
+			if r.Aux == nil {
+				r.Aux = map[string]string{}
+			}
+			r.Aux[k] = v
+		case i == 0 && !isAux:
+			r.Hostname = p
+		default:
+			return parseErr("address field %q in %q", p, s)
+		}
+	}
 	hostPort, cport, ok := strings.Cut(addr, "@")
 	if !ok {
 		return parseErr("address %q lacks @cport", s)
@@ -249,8 +276,13 @@ func parseFlags(s string, f *NodeFlags) error {
 		case "nofailover":
 			f.NoFailover = true
 		case "noflags":
+		case "":
+			return parseErr("empty flag in %q", s)
 		default:
-			return parseErr("unknown flag %q", fl)
+			if f.Other != "" {
+				f.Other += ","
+			}
+			f.Other += fl
 		}
 	}
 	return nil

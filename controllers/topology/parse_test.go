@@ -144,7 +144,6 @@ func TestParseClusterNodesErrors(t *testing.T) {
 		"no bus port":      id + " 1.2.3.4:6379 master - 0 0 1 connected",
 		"bad port":         id + " 1.2.3.4:x@16379 master - 0 0 1 connected",
 		"bad ip":           id + " 1.2.3.999:6379@16379 master - 0 0 1 connected",
-		"unknown flag":     id + " 1.2.3.4:6379@16379 master,weird - 0 0 1 connected",
 		"bad master":       id + " 1.2.3.4:6379@16379 slave zz 0 0 1 connected",
 		"bad ping":         id + " 1.2.3.4:6379@16379 master - x 0 1 connected",
 		"bad epoch":        id + " 1.2.3.4:6379@16379 master - 0 0 -1 connected",
