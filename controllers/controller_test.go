@@ -315,14 +315,14 @@ func TestSpecChanges(t *testing.T) {
 		t.Errorf("a live config key changed the template hash: %v -> %v", h0, h)
 	}
 
-	update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Image = "redis:7.0.15" })
+	update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Image = "redis:7.2.4" })
 	eventually(t, "every StatefulSet rolls to the new image", func() error {
 		var list appsv1.StatefulSetList
 		if err := k8s.List(testCtx, &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		for _, s := range list.Items {
-			if s.Spec.Template.Spec.Containers[0].Image != "redis:7.0.15" || s.Spec.Template.Annotations[resources.TemplateHashAnnotation] == h0[s.Name] {
+			if s.Spec.Template.Spec.Containers[0].Image != "redis:7.2.4" || s.Spec.Template.Annotations[resources.TemplateHashAnnotation] == h0[s.Name] {
 				return fmt.Errorf("%s not updated", s.Name)
 			}
 		}

@@ -262,7 +262,7 @@ func TestConversionThroughAPIServer(t *testing.T) {
 		ptr.Deref(asBeta.Spec.Storage.StorageClassName, "") != "standard" {
 		t.Fatalf("v1alpha1 %+v read as v1beta1 %+v", created, asBeta.Spec)
 	}
-	if asBeta.Spec.Image != "redis:7.0" || asBeta.Spec.Storage.Size == nil || asBeta.Spec.Storage.Size.String() != "1Gi" {
+	if asBeta.Spec.Image != "redis:7.0.15" || asBeta.Spec.Storage.Size == nil || asBeta.Spec.Storage.Size.String() != "1Gi" {
 		t.Fatalf("v1beta1 defaults not applied to a v1alpha1-created object: image %q, size %v", asBeta.Spec.Image, asBeta.Spec.Storage.Size)
 	}
 	if _, ok := asBeta.Annotations[cachev1alpha1.ConversionDataAnnotation]; ok {

@@ -91,7 +91,7 @@ func TestSchemaDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := got.Spec
-	if s.Shards != 3 || s.ReplicasPerShard != 1 || s.Image != "redis:7.0" || s.ImagePullPolicy != corev1.PullIfNotPresent {
+	if s.Shards != 3 || s.ReplicasPerShard != 1 || s.Image != "redis:7.0.15" || s.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("shape defaults: shards=%d replicasPerShard=%d image=%q pullPolicy=%q", s.Shards, s.ReplicasPerShard, s.Image, s.ImagePullPolicy)
 	}
 	if s.Storage.Size == nil || s.Storage.Size.Cmp(resource.MustParse("1Gi")) != 0 || s.Storage.DeleteClaimPolicy != cachev1beta1.DeleteClaimRetain {

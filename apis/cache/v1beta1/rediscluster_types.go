@@ -37,10 +37,11 @@ type RedisClusterSpec struct {
 
 	// Image is the Redis server container image. Changing it rolls the cluster
 	// shard by shard: replicas first, then a planned failover, then the old master.
-	// Defaults to redis:7.0.
+	// Defaults to redis:7.0.15 (a patch version, so a new pod never pulls a different
+	// build than its shard mates; see README, Redis versions).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:default="redis:7.0"
+	// +kubebuilder:default="redis:7.0.15"
 	// +optional
 	Image string `json:"image,omitempty"`
 
