@@ -14,7 +14,8 @@
 //
 // Each top-level test is a label (TestSmoke, TestScaling, TestFailover,
 // TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault,
-// TestDataSafety, TestMidMigration, TestOperatorKilled, TestSickNode, and the
+// TestDataSafety, TestMidMigration, TestOperatorKilled, TestSickNode,
+// TestStatusCommand, and the
 // installed operator's TestInstalled, TestInstalledHA and
 // TestInstalledUpgrade); its subtests are the scenarios, each printing one line
 // `e2e: <scenario> <seconds>s ok|FAIL`. Every scenario runs its own

@@ -18,7 +18,7 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
-// TestStatusCommand (label smoke): `redis-operator status` against a real
+// TestStatusCommand: `redis-operator status` against a real
 // 3×1 cluster on the plane, with keys written through a cluster client:
 // the JSON report names every shard with its master and replica, the
 // masters' slot ranges cover all 16384 slots, the key count is what was
