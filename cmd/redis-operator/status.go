@@ -34,11 +34,12 @@ const pluginName = "kubectl-rediscluster"
 // statusEvents is how many of the newest events the status shows.
 const statusEvents = 10
 
-// statusTimeout bounds the whole status command; each pod's exec gets
-// statusExecTimeout.
+// statusTimeout bounds the whole command; each pod's exec gets
+// statusExecTimeout, and at most statusParallel run at once.
 const (
 	statusTimeout     = 60 * time.Second
 	statusExecTimeout = 15 * time.Second
+	statusParallel    = 8
 )
 
 // isPlugin reports whether the binary was started as kubectl-rediscluster
@@ -193,6 +194,7 @@ func gatherStatus(ctx context.Context, cfg *rest.Config, namespace, name string)
 	samples := map[string]statusview.Sample{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, statusParallel)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
@@ -201,6 +203,8 @@ func gatherStatus(ctx context.Context, cfg *rest.Config, namespace, name string)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			ctx, cancel := context.WithTimeout(ctx, statusExecTimeout)
 			defer cancel()
 			s := sampler.sample(ctx, p)
