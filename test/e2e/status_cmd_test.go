@@ -87,7 +87,13 @@ func TestStatusCommand(t *testing.T) {
 		if err := os.Symlink(bin, filepath.Join(dir, "kubectl-rediscluster")); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("kubectl", "rediscluster", "status", name, "-n", c.ns)
+		// bin/kubectl (built at the API server's release by `make tools`) when
+		// present, else the one on the PATH.
+		kubectl := filepath.Join(env.binDir, "kubectl")
+		if _, err := os.Stat(kubectl); err != nil {
+			kubectl = "kubectl"
+		}
+		cmd := exec.Command(kubectl, "rediscluster", "status", name, "-n", c.ns)
 		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
 		text, stderr, err := runCmd(cmd)
 		if err != nil {
