@@ -83,6 +83,10 @@ type RedisClusterSpec struct {
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
+	// TLS encrypts client, replication and cluster bus traffic.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
 	// Exporter configures the optional redis_exporter sidecar.
 	// Defaults to {}, so each of its fields takes its own default.
 	// +kubebuilder:default={}
@@ -461,6 +465,10 @@ type RedisClusterStatus struct {
 	// Credentials tells which password version is live. Never the secret.
 	// +optional
 	Credentials *CredentialsStatus `json:"credentials,omitempty"`
+
+	// TLS tells which certificate the nodes serve, with spec.tls enabled.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// Migration reports slot migration progress while scaling.
 	// +optional
