@@ -37,6 +37,9 @@ type scope struct {
 	// (package rotation).
 	rotation rotation.State
 
+	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
+	tls *tlsMaterial
+
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet
 	// shards are the desired and leaving shards with their pods.
