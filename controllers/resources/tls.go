@@ -75,7 +75,7 @@ func TLSDNSNames(rc *cachev1beta1.RedisCluster) []string {
 // tlsAuthClients maps spec.tls.authClients to tls-auth-clients' value.
 func tlsAuthClients(a cachev1beta1.TLSAuthClients) string {
 	switch a {
-	case cachev1beta1.TLSAuthClientsYes:
+	case cachev1beta1.TLSAuthClientsRequired:
 		return "yes"
 	case cachev1beta1.TLSAuthClientsOptional:
 		return "optional"

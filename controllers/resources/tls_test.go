@@ -26,7 +26,7 @@ func TestRenderConfigTLS(t *testing.T) {
 		{"off", cluster(), []string{"port 6379\n"}, []string{"tls-"}},
 		{"on", cluster(withTLS(cachev1beta1.TLSSpec{})), []string{"\nport 0\n", "tls-port 6379\n", "tls-replication yes\n", "tls-cluster yes\n",
 			"tls-auth-clients no\n", "tls-cert-file " + TLSCertFile + "\n", "tls-key-file " + TLSKeyFile + "\n", "tls-ca-cert-file " + TLSCAFile + "\n"}, []string{"port 6379\nc"}},
-		{"plain kept, client certs", cluster(withTLS(cachev1beta1.TLSSpec{PlainPort: true, AuthClients: cachev1beta1.TLSAuthClientsYes})),
+		{"plain kept, client certs", cluster(withTLS(cachev1beta1.TLSSpec{PlainPort: true, AuthClients: cachev1beta1.TLSAuthClientsRequired})),
 			[]string{"\nport 6380\n", "tls-port 6379\n", "tls-auth-clients yes\n"}, nil},
 	} {
 		conf := RenderConfig(tc.rc)

@@ -27,12 +27,13 @@ type TLSSpec struct {
 	// +optional
 	PlainPort bool `json:"plainPort,omitempty"`
 
-	// AuthClients is Redis's tls-auth-clients: No accepts clients without a
-	// certificate, Yes requires one signed by the CA (ca.crt), Optional
-	// checks one when a client sends it.
-	// Defaults to No.
-	// +kubebuilder:validation:Enum=No;Yes;Optional
-	// +kubebuilder:default=No
+	// AuthClients is Redis's tls-auth-clients: None accepts clients without
+	// a certificate (no), Required refuses a client without one signed by
+	// the CA, ca.crt (yes), Optional checks one when a client sends it
+	// (optional). (Not Yes/No: YAML 1.1 reads those as booleans.)
+	// Defaults to None.
+	// +kubebuilder:validation:Enum=None;Required;Optional
+	// +kubebuilder:default=None
 	// +optional
 	AuthClients TLSAuthClients `json:"authClients,omitempty"`
 
@@ -51,10 +52,10 @@ type TLSSpec struct {
 type TLSAuthClients string
 
 const (
-	// TLSAuthClientsNo accepts clients without a certificate.
-	TLSAuthClientsNo TLSAuthClients = "No"
-	// TLSAuthClientsYes refuses clients without a certificate signed by the CA.
-	TLSAuthClientsYes TLSAuthClients = "Yes"
+	// TLSAuthClientsNone accepts clients without a certificate.
+	TLSAuthClientsNone TLSAuthClients = "None"
+	// TLSAuthClientsRequired refuses clients without a certificate signed by the CA.
+	TLSAuthClientsRequired TLSAuthClients = "Required"
 	// TLSAuthClientsOptional verifies a certificate when the client sends one.
 	TLSAuthClientsOptional TLSAuthClients = "Optional"
 )
