@@ -163,7 +163,7 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 	}
 	if rc.Spec.TLSEnabled() {
 		c.VolumeMounts = append(c.VolumeMounts, tlsMount())
-		if rc.Spec.TLS.PlainPort {
+		if plainPortOpen(rc) {
 			c.Ports = append(c.Ports, corev1.ContainerPort{Name: "redis-plain", ContainerPort: PlainPort, Protocol: corev1.ProtocolTCP})
 		}
 	}

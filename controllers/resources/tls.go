@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -95,7 +96,7 @@ func renderPorts(b *strings.Builder, rc *cachev1beta1.RedisCluster) {
 		return
 	}
 	plain := 0
-	if rc.Spec.TLS.PlainPort {
+	if plainPortOpen(rc) {
 		plain = PlainPort
 	}
 	fmt.Fprintf(b, "port %d\n", plain)
@@ -181,4 +182,20 @@ func TLSOperatorSecret(rc *cachev1beta1.RedisCluster, cert, key, ca []byte) *cor
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{TLSCertKey: cert, TLSKeyKey: key, TLSCAKey: ca},
 	}
+}
+
+// plainPortOpen reports whether the pods serve plain text on PlainPort
+// beside TLS (spec.tls.plainPort).
+func plainPortOpen(rc *cachev1beta1.RedisCluster) bool {
+	return rc.Spec.TLSEnabled() && rc.Spec.TLS.PlainPort
+}
+
+// clientPorts are the client ports a NetworkPolicy opens: RedisPort, and
+// PlainPort when it is open.
+func clientPorts(rc *cachev1beta1.RedisCluster) []networkingv1.NetworkPolicyPort {
+	ports := tcpPort(RedisPort)
+	if plainPortOpen(rc) {
+		ports = append(ports, tcpPort(PlainPort)...)
+	}
+	return ports
 }

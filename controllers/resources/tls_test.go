@@ -89,3 +89,26 @@ func TestStatefulSetTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainPortServiceAndPolicy: with spec.tls.plainPort the client Service
+// and the NetworkPolicy's client rule carry 6380 too; without it, only 6379.
+func TestPlainPortServiceAndPolicy(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		rc := cluster(withTLS(cachev1beta1.TLSSpec{PlainPort: plain}))
+		var svcPorts []int32
+		for _, p := range ClientService(rc).Spec.Ports {
+			svcPorts = append(svcPorts, p.Port)
+		}
+		var npPorts []int32
+		for _, p := range NetworkPolicy(rc, "ops").Spec.Ingress[0].Ports {
+			npPorts = append(npPorts, p.Port.IntVal)
+		}
+		want := []int32{RedisPort}
+		if plain {
+			want = append(want, PlainPort)
+		}
+		if !slices.Equal(svcPorts, want) || !slices.Equal(npPorts, want) {
+			t.Errorf("plainPort %v: Service ports %v, NetworkPolicy client ports %v, want %v", plain, svcPorts, npPorts, want)
+		}
+	}
+}
