@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -20,7 +21,7 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/tlscerts"
 )
 
-// TestTLS (label tls): a cluster with spec.tls and the operator's CA.
+// TestTLS (label tls). scale-rotate: a cluster with spec.tls and the operator's CA.
 // Clients verify the nodes' certificate against the cluster's CA by pod IP
 // (Go's full verification, so the certificate must name every pod IP), a
 // plain-text client and one trusting another CA are refused; 3→4 shards
@@ -69,6 +70,77 @@ func TestTLS(t *testing.T) {
 		r := w.verify(c.clusterClient())
 		t.Logf("TLS 3→4 and rotation under WAIT writes: %s", r)
 	})
+
+	// A certificate of the user's own CA in a Secret (what cert-manager's
+	// Certificate writes), naming the Services only: clients verify it by
+	// the headless Service's name. A renewed certificate written into the
+	// Secret is served by every node without a restart, under writes.
+	t.Run("user-secret-rotate", func(t *testing.T) {
+		scenario(t, "tls/user-secret-rotate")
+		const name, secret = "tls-user", "tls-user-cert"
+		ns := "e2e-" + name
+		if err := ensureNamespace(context.Background(), ns); err != nil {
+			t.Fatal(err)
+		}
+		ca, caKey, err := tlscerts.NewCA("user CA", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverName := resources.HeadlessServiceName(name) + "." + ns + ".svc"
+		dns := []string{serverName, "*." + serverName}
+		sec := userTLSSecret(t, ns, secret, ca, caKey, dns)
+		if err := env.k8s.Create(context.Background(), sec); err != nil {
+			t.Fatalf("creating Secret %s: %v", secret, err)
+		}
+		c := newCluster(t, name, func(rc *cachev1beta1.RedisCluster) {
+			rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true, SecretName: secret}
+		})
+		rc := c.waitApplied(c.waitReady(5 * time.Minute))
+		if rc.Status.TLS.SecretName != secret {
+			t.Errorf("status.tls.secretName %q, want %q", rc.Status.TLS.SecretName, secret)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca)
+		c.tls = &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}
+		c.checkConverged(rc)
+
+		w := startWriter(t, c.clusterClient(), "tlsuser", writerOptions{Wait: true})
+		w.waitWrites(200, time.Minute)
+		runIDs := c.runIDs()
+		before := rc.Status.TLS.Serial
+		renewed := userTLSSecret(t, ns, secret, ca, caKey, dns)
+		if err := env.k8s.Get(context.Background(), client.ObjectKeyFromObject(sec), sec); err != nil {
+			t.Fatal(err)
+		}
+		sec.Data = renewed.Data
+		if err := env.k8s.Update(context.Background(), sec); err != nil {
+			t.Fatalf("renewing Secret %s: %v", secret, err)
+		}
+		leaf, _ := tlscerts.ParseCertificate(renewed.Data[resources.TLSCertKey])
+		c.poll("the renewed certificate applied", 3*time.Minute, func() (bool, string) {
+			st := c.get().Status.TLS
+			return st != nil && st.Serial == tlscerts.Serial(leaf) && st.AppliedSerial == st.Serial, statusTLS(st) + ", was " + before
+		})
+		w.waitWrites(100, time.Minute)
+		c.checkSameRunIDs(runIDs)
+		r := w.verify(c.clusterClient())
+		t.Logf("user certificate renewed under WAIT writes: %s", r)
+	})
+}
+
+// userTLSSecret is a Secret as cert-manager writes it for a Certificate:
+// tls.crt and tls.key issued by the CA (ca, caKey) for dns, and ca.crt.
+func userTLSSecret(t *testing.T, ns, name string, ca, caKey []byte, dns []string) *corev1.Secret {
+	t.Helper()
+	cert, key, err := tlscerts.Issue(ca, caKey, dns, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{resources.TLSCertKey: cert, resources.TLSKeyKey: key, resources.TLSCAKey: ca},
+	}
 }
 
 func statusTLS(st *cachev1beta1.TLSStatus) string {
