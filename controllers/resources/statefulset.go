@@ -199,10 +199,13 @@ func exporterContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if rc.Spec.TLSEnabled() {
-		// REDIS_ADDR is replaced, the other variables come after POD_IP.
-		env := exporterTLSEnv()
-		c.Env[1] = env[0]
-		c.Env = append(c.Env, env[1:]...)
+		// POD_IP, then POD_NAME and REDIS_ADDR (replacing the plain one),
+		// the other variables, and the TLS files.
+		tlsEnv := exporterTLSEnv(rc)
+		env := []corev1.EnvVar{c.Env[0]}
+		env = append(env, tlsEnv[:2]...)
+		env = append(env, c.Env[2:]...)
+		c.Env = append(env, tlsEnv[2:]...)
 		c.VolumeMounts = append(c.VolumeMounts, tlsMount())
 	}
 	return c

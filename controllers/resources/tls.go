@@ -146,13 +146,25 @@ func tlsMount() corev1.VolumeMount {
 	return corev1.VolumeMount{Name: tlsVolumeName, MountPath: TLSDir, ReadOnly: true}
 }
 
-// exporterTLSEnv points redis_exporter at the TLS port: its documented
-// REDIS_ADDR scheme rediss:// and REDIS_EXPORTER_TLS_CLIENT_CERT_FILE,
-// REDIS_EXPORTER_TLS_CLIENT_KEY_FILE and REDIS_EXPORTER_TLS_CA_CERT_FILE
-// (github.com/oliver006/redis_exporter README, "Command line flags").
-func exporterTLSEnv() []corev1.EnvVar {
+// exporterTLSEnv points redis_exporter at its pod's TLS port by the pod's
+// DNS name under the headless Service, <pod>.<headless>.<ns>.svc (which
+// publishes not-ready pods too; the pods' DNS search path completes the
+// cluster domain): the exporter verifies the certificate against the host
+// it dials, and a certificate names that wildcard (the operator's does;
+// cert-manager's should, see examples/tls), not the pod IP. It uses the
+// exporter's documented REDIS_ADDR scheme rediss:// and
+// REDIS_EXPORTER_TLS_CLIENT_CERT_FILE, REDIS_EXPORTER_TLS_CLIENT_KEY_FILE
+// and REDIS_EXPORTER_TLS_CA_CERT_FILE (github.com/oliver006/redis_exporter
+// README; checked against Debian's redis_exporter 1.45 and redis-server
+// 7.0 with client certificates required). POD_NAME comes first, so
+// REDIS_ADDR can expand it.
+func exporterTLSEnv(rc *cachev1beta1.RedisCluster) []corev1.EnvVar {
+	host := "$(POD_NAME)." + HeadlessServiceName(rc.Name) + "." + rc.Namespace + ".svc"
 	return []corev1.EnvVar{
-		{Name: "REDIS_ADDR", Value: fmt.Sprintf("rediss://$(POD_IP):%d", RedisPort)},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+		}},
+		{Name: "REDIS_ADDR", Value: fmt.Sprintf("rediss://%s:%d", host, RedisPort)},
 		{Name: "REDIS_EXPORTER_TLS_CLIENT_CERT_FILE", Value: TLSCertFile},
 		{Name: "REDIS_EXPORTER_TLS_CLIENT_KEY_FILE", Value: TLSKeyFile},
 		{Name: "REDIS_EXPORTER_TLS_CA_CERT_FILE", Value: TLSCAFile},

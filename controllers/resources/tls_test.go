@@ -84,8 +84,18 @@ func TestStatefulSetTLS(t *testing.T) {
 		for _, e := range pod.Containers[1].Env {
 			env[e.Name] = e.Value
 		}
-		if env["REDIS_ADDR"] != "rediss://$(POD_IP):6379" || env["REDIS_EXPORTER_TLS_CA_CERT_FILE"] != TLSCAFile {
-			t.Errorf("%s: exporter env %v does not dial TLS", tc.name, env)
+		if env["REDIS_ADDR"] != "rediss://$(POD_NAME).rc-headless.prod.svc:6379" || env["REDIS_EXPORTER_TLS_CA_CERT_FILE"] != TLSCAFile {
+			t.Errorf("%s: exporter env %v does not dial TLS by the pod's name", tc.name, env)
+		}
+		names := []string{}
+		for _, e := range pod.Containers[1].Env {
+			names = append(names, e.Name)
+		}
+		if slices.Index(names, "POD_NAME") > slices.Index(names, "REDIS_ADDR") || slices.Index(names, "POD_NAME") < 0 {
+			t.Errorf("%s: POD_NAME must come before REDIS_ADDR: %v", tc.name, names)
+		}
+		if !slices.Contains(TLSDNSNames(rc), "*.rc-headless.prod.svc") {
+			t.Errorf("the operator's certificate does not name the exporter's host: %v", TLSDNSNames(rc))
 		}
 	}
 }
