@@ -4,6 +4,8 @@ SHELL := /usr/bin/env bash -o pipefail
 
 BIN ?= $(CURDIR)/bin
 export KUBEBUILDER_ASSETS ?= $(BIN)
+# bin/kubectl (make tools) matches the API server's release; every target uses it first.
+export PATH := $(BIN):$(PATH)
 CONTROLLER_GEN := go tool controller-gen
 
 .PHONY: help

@@ -52,12 +52,18 @@ const (
 	defaultCAKey = "ca.crt"
 )
 
+// indexAuthSecret gives the Secrets spec.auth.secretRef and the
+// secretRefs of spec.users name.
 func indexAuthSecret(o client.Object) []string {
 	rc, ok := o.(*cachev1beta1.RedisCluster)
-	if !ok || rc.Spec.Auth == nil || rc.Spec.Auth.SecretRef == nil {
+	if !ok {
 		return nil
 	}
-	return []string{rc.Spec.Auth.SecretRef.Name}
+	var out []string
+	if rc.Spec.Auth != nil && rc.Spec.Auth.SecretRef != nil {
+		out = append(out, rc.Spec.Auth.SecretRef.Name)
+	}
+	return append(out, userSecretRefs(rc)...)
 }
 
 // secretToClusters maps a Secret to the RedisClusters whose spec.auth names it.
@@ -250,9 +256,13 @@ func (r *RedisClusterReconciler) credentialsFailed(s *scope, reason string) {
 // again only once the retry delay has passed; the returned Result asks
 // for a pass then.
 func (r *RedisClusterReconciler) fetchCredential(ctx context.Context, s *scope) (credentials.Credential, ctrl.Result, error) {
+	return r.fetchFrom(ctx, s, r.creds.entry(s.rc), s.rc.Spec.Auth)
+}
+
+// fetchFrom is fetchCredential for the source auth (spec.auth, or a
+// spec.users entry's passwordFrom as an AuthSpec), cached in e.
+func (r *RedisClusterReconciler) fetchFrom(ctx context.Context, s *scope, e *sourceEntry, auth *cachev1beta1.AuthSpec) (credentials.Credential, ctrl.Result, error) {
 	rc := s.rc
-	auth := rc.Spec.Auth
-	e := r.creds.entry(rc)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 
@@ -276,7 +286,7 @@ func (r *RedisClusterReconciler) fetchCredential(ctx context.Context, s *scope) 
 	}
 	e.refresh, e.auth = refresh, auth.DeepCopy()
 
-	cred, err := r.readSource(ctx, s, e)
+	cred, err := r.readSource(ctx, s, e, auth)
 	if err != nil {
 		e.failures++
 		delay := firstRetry << min(e.failures-1, 16)
@@ -295,10 +305,9 @@ func (r *RedisClusterReconciler) fetchCredential(ctx context.Context, s *scope) 
 	return cred, ctrl.Result{RequeueAfter: interval}, nil
 }
 
-// readSource builds (or reuses) the source of spec.auth and reads it.
-func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *sourceEntry) (credentials.Credential, error) {
+// readSource builds (or reuses) the source auth and reads it.
+func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *sourceEntry, auth *cachev1beta1.AuthSpec) (credentials.Credential, error) {
 	rc := s.rc
-	auth := rc.Spec.Auth
 	switch {
 	case auth.SecretRef != nil:
 		src, err := credentials.NewSecretSource(r.getSecret, rc.Namespace, auth.SecretRef.Name, secretKey(auth.SecretRef))
@@ -307,7 +316,7 @@ func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *so
 		}
 		return src.Fetch(ctx)
 	case auth.Vault != nil:
-		src, err := r.vaultSource(ctx, s, e)
+		src, err := r.vaultSource(ctx, s, e, auth.Vault)
 		if err != nil {
 			return credentials.Credential{}, err
 		}
@@ -317,12 +326,11 @@ func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *so
 	}
 }
 
-// vaultSource returns the VaultSource for spec.auth.vault, kept between
-// passes (it holds the Vault token and renews it) and built anew when the
-// spec or the CA changed.
-func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *sourceEntry) (*credentials.VaultSource, error) {
+// vaultSource returns the VaultSource for v (spec.auth.vault or a user's
+// passwordFrom.vault), kept between passes (it holds the Vault token and
+// renews it) and built anew when the spec or the CA changed.
+func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *sourceEntry, v *cachev1beta1.VaultSource) (*credentials.VaultSource, error) {
 	rc := s.rc
-	v := rc.Spec.Auth.Vault
 	// Refuse the address before reading any Secret or token for it.
 	if err := r.VaultAddresses.Check(v.Address); err != nil {
 		return nil, err
@@ -441,12 +449,17 @@ type sourceEntry struct {
 }
 
 func (c *credentialCache) entry(rc *cachev1beta1.RedisCluster) *sourceEntry {
+	return c.entryFor(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
+}
+
+// entryFor returns the entry of key: a RedisCluster's name, or for a user
+// of spec.users userCacheKey.
+func (c *credentialCache) entryFor(key types.NamespacedName) *sourceEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
 		c.entries = map[types.NamespacedName]*sourceEntry{}
 	}
-	key := types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}
 	e, ok := c.entries[key]
 	if !ok {
 		e = &sourceEntry{}
@@ -456,16 +469,20 @@ func (c *credentialCache) entry(rc *cachev1beta1.RedisCluster) *sourceEntry {
 }
 
 func (c *credentialCache) forget(rc *cachev1beta1.RedisCluster) {
+	c.forgetKey(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
+}
+
+func (c *credentialCache) forgetKey(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
+	delete(c.entries, key)
 }
 
 // applySecret creates or updates the owned Secret when its content differs
 // from what password gives (compared directly: no hash of a password is
 // ever stored).
 func (r *RedisClusterReconciler) applySecret(ctx context.Context, s *scope, live *corev1.Secret, password string) error {
-	desired := resources.Secret(s.rc, password)
+	desired := resources.WithUsersConf(resources.Secret(s.rc, password), s.usersConf)
 	if live != nil {
 		if err := checkControlled(s.rc, live); err != nil {
 			return err

@@ -120,7 +120,7 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 			continue
 		}
 		live := s.statefulSets[i]
-		desired := desiredStatefulSet(s, i, live, false)
+		desired := r.desiredStatefulSet(s, i, live, false)
 		wrote, err := r.apply(ctx, s, desired, &appsv1.StatefulSet{})
 		if err != nil {
 			return ctrl.Result{}, true, err
@@ -135,15 +135,16 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	return ctrl.Result{}, false, r.listStatefulSets(ctx, s)
 }
 
-// desiredStatefulSet is the builder's StatefulSet, adjusted to what the
+// desiredStatefulSet is the builder's StatefulSet (built once per
+// resourceVersion of the RedisCluster, builtmemo.go), adjusted to what the
 // live one allows: volume claim templates are immutable, so an existing
 // StatefulSet keeps its own (a storage change applies to new shards only);
 // and unless shrink is set, a replica count going down keeps the live
 // count: the StatefulSet controller removes the highest ordinals, which
 // may include the master, so reconcileReplicaScaleDown lowers it only
 // after it has seen this pass that the master is on a pod that stays.
-func desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet, shrink bool) *appsv1.StatefulSet {
-	desired := resources.StatefulSet(s.rc, shard)
+func (r *RedisClusterReconciler) desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet, shrink bool) *appsv1.StatefulSet {
+	desired := r.built.get(s.rc, shard)
 	if live == nil {
 		return desired
 	}
@@ -212,7 +213,7 @@ func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctr
 	}
 	rc := s.rc
 	s.shards = groupPods(rc.Name, int(rc.Spec.Shards), int(rc.Spec.ReplicasPerShard),
-		func(i int) string { return resources.TemplateHash(rc, i) }, s.statefulSets, s.leaving, pods.Items)
+		func(i int) string { return r.built.templateHash(rc, i) }, s.statefulSets, s.leaving, pods.Items)
 	s.obs.PodsObserved = true
 	s.obs.Pods = podsSummary(s.shards, s.now)
 	s.obs.StalePods = rollout.Stale(rolloutShards(s.shards))

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,8 +38,10 @@ func (r *RedisClusterReconciler) computeHealth(ctx context.Context, s *scope) ca
 		obj client.Object
 	}
 	var objs []child
-	for _, sts := range s.statefulSets {
-		if sts != nil {
+	// In shard order: the memo's key lists the children, and a map's order
+	// changes from one pass to the next.
+	for _, i := range slices.Sorted(maps.Keys(s.statefulSets)) {
+		if sts := s.statefulSets[i]; sts != nil {
 			objs = append(objs, child{appsv1.SchemeGroupVersion.WithKind("StatefulSet"), sts})
 		}
 	}

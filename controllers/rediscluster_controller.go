@@ -133,9 +133,11 @@ type RedisClusterReconciler struct {
 	Redis *topology.Pool
 
 	// agreed remembers the children drifted found matching (drift.go);
-	// healthy the last status.health computed (health.go).
+	// healthy the last status.health computed (health.go); built the
+	// shard StatefulSets of the cluster's last resourceVersion (builtmemo.go).
 	agreed  agreement
 	healthy healthMemos
+	built   builtStatefulSets
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
@@ -238,6 +240,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.Redis.Forget(req.String())
 			r.agreed.forget(req.NamespacedName)
 			r.healthy.forget(req.NamespacedName)
+			r.built.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -297,6 +300,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 	result := ctrl.Result{RequeueAfter: resyncAfter(r.ResyncPeriod)}
 	for _, p := range []phase{
 		r.validateSpec,
+		r.prepareUsers,
 		r.reconcileCredentials,
 		r.reconcileTLS,
 		r.reconcileChildren,
@@ -309,6 +313,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.reconcileLiveConfig,
 		r.reconcileRotation,
 		r.reconcileTLSReload,
+		r.reconcileUsers,
 	} {
 		res, stop, err := p(ctx, s)
 		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {

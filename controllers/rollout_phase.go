@@ -120,7 +120,7 @@ func (r *RedisClusterReconciler) reconcileReplicaScaleDown(ctx context.Context, 
 			continue
 		}
 		s.log.Info("Removing replicas", "shard", sh.Name, "from", ptrOr(live.Spec.Replicas, 1), "to", want)
-		if _, err := r.apply(ctx, s, desiredStatefulSet(s, sh.Index, live, true), &appsv1.StatefulSet{}); err != nil {
+		if _, err := r.apply(ctx, s, r.desiredStatefulSet(s, sh.Index, live, true), &appsv1.StatefulSet{}); err != nil {
 			return ctrl.Result{}, true, err
 		}
 		s.did("ReplicasRemoved", "Shard %s: %d pods to %d; master %s stays", sh.Name, ptrOr(live.Spec.Replicas, 1), want, master)

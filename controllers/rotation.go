@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
@@ -19,7 +20,7 @@ import (
 // applyRotationSecret writes the owned Secret for st (server-side apply:
 // keys and annotations st no longer has are removed).
 func (r *RedisClusterReconciler) applyRotationSecret(ctx context.Context, s *scope, st rotation.State) error {
-	desired := rotation.Secret(s.rc, st)
+	desired := resources.WithUsersConf(rotation.Secret(s.rc, st), s.usersConf)
 	s.log.Info("Applying Secret", "secret", desired.Name, "rotationVersion", st.PendingVersion)
 	if err := r.Client.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying Secret %s: %w", desired.Name, err)

@@ -36,6 +36,11 @@ type scope struct {
 	// rotation is the password rotation state read from the owned Secret
 	// (package rotation).
 	rotation rotation.State
+	// usersConf are the redis.conf "user" lines of spec.users (hashed
+	// passwords only), appended to the owned Secret's auth.conf.
+	usersConf string
+	// users are spec.users as prepared this pass (users.go).
+	users []*userState
 
 	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
 	tls *tlsMaterial

@@ -2,6 +2,7 @@
 # Builds the real control-plane binaries that envtest runs (KUBEBUILDER_ASSETS=bin):
 #   bin/kube-apiserver, bin/kube-controller-manager  from k8s.io/kubernetes (hack/tools/kubernetes)
 #   bin/kube-proxy                                   from k8s.io/kubernetes (the local plane's Services)
+#   bin/kubectl                                      from k8s.io/kubernetes (hack/tools/kubectl; demo, dev-up)
 #   bin/etcd                                         from go.etcd.io/etcd/server/v3 (hack/tools/etcd)
 # Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
 # except through the Go module proxy. A binary is rebuilt only when it is missing or
@@ -87,6 +88,16 @@ for name in kube-apiserver kube-controller-manager kube-proxy; do
     build "${kube_dir}" "${kube_stamp}" "${kube_ldflags}" "${name}" "k8s.io/kubernetes/cmd/${name}"
   fi
 done
+
+# kubectl, at the API server's release and with the same version variables, from its own
+# module (hack/tools/kubectl) so that its dependencies do not change the servers' stamp.
+kubectl_dir="${tools}/kubectl"
+kubectl_stamp="$(stamp "${kubectl_dir}" k8s.io/kubernetes "$(module_version "${kubectl_dir}" k8s.io/kubernetes)" "${kube_ldflags}")"
+if up_to_date kubectl "${kubectl_stamp}"; then
+  echo "build-tools: bin/kubectl is up to date (k8s.io/kubernetes ${kube_version})"
+else
+  build "${kubectl_dir}" "${kubectl_stamp}" "${kube_ldflags}" kubectl k8s.io/kubernetes/cmd/kubectl
+fi
 
 # etcd: go.etcd.io/etcd/server/v3 is etcd's main package; its version is a constant
 # in go.etcd.io/etcd/api/v3/version, so no -X flags are needed.

@@ -10,7 +10,6 @@ declare -A need=(
   [ip]=iproute2
   [iptables]=iptables
   [unshare]=util-linux
-  [kubectl]=kubectl
   [prometheus-redis-exporter]=prometheus-redis-exporter
 )
 

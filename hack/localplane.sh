@@ -8,7 +8,7 @@
 #
 # Needs root (pods get their own mount namespaces and users) and Go. The
 # first run installs missing Debian packages (hack/deps.sh) and builds the
-# Kubernetes binaries into bin/ (hack/build-tools.sh, about 6 minutes on 2
+# Kubernetes binaries into bin/ (hack/build-tools.sh, about 9 minutes on 2
 # cores). State lives in .localplane/<demo|dev>/ (LOCALPLANE_STATE_DIR
 # overrides it); dev-up keeps it across restarts, demo starts afresh.
 #
@@ -38,8 +38,10 @@ setup() {
   command -v go >/dev/null || die "Go 1.26 must be on the PATH"
   say "Debian packages"
   bash "$ROOT/hack/deps.sh"
-  say "Kubernetes binaries (first time: about 6 minutes)"
+  say "Kubernetes binaries (first time: about 9 minutes)"
   bash "$ROOT/hack/build-tools.sh"
+  # bin/kubectl matches the API server's release (Debian's warns about the skew).
+  export PATH="$BIN:$PATH"
   say "Building the local plane and the operator"
   bash "$ROOT/hack/heartbeat.sh" "building bin/localplane" go -C "$ROOT/test/localplane" build -o "$BIN/localplane" ./cmd/localplane
   bash "$ROOT/hack/heartbeat.sh" "building bin/redis-operator" go -C "$ROOT" build -o "$BIN/redis-operator" ./cmd/redis-operator
@@ -203,7 +205,7 @@ demo() {
   cat <<EOF
 
 The cluster is running. In another shell:
-  export KUBECONFIG=$dir/kubeconfig
+  export KUBECONFIG=$dir/kubeconfig PATH=$BIN:\$PATH   # bin/kubectl matches the API server
   kubectl get redisclusters,pods
   export REDISCLI_AUTH=\$(kubectl get secret example-auth -o jsonpath='{.data.password}' | base64 -d)
   redis-cli -c -h $ip            # any pod IP above works
@@ -227,7 +229,7 @@ dev_up() {
   cat <<EOF
 
 The local plane and the operator run in the background.
-  export KUBECONFIG=$dir/kubeconfig
+  export KUBECONFIG=$dir/kubeconfig PATH=$BIN:\$PATH   # bin/kubectl matches the API server
   kubectl apply -f examples/rediscluster.yaml
   kubectl get redisclusters,pods -o wide
 Logs: $dir/logs. Stop with: make dev-down (or hack/localplane.sh dev-down).

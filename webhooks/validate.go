@@ -122,6 +122,7 @@ func (v *Validator) validateSpec(spec *cachev1beta1.RedisClusterSpec, origin spe
 	if spec.Auth != nil {
 		validateAuth(spec.Auth, p.Child("auth"), &r)
 	}
+	validateUsers(spec.Users, p.Child("users"), &r)
 	validateExporter(&spec.Exporter, origin, p.Child("exporter"), &r)
 	if spec.NetworkPolicy != nil {
 		validateNetworkPolicy(spec.NetworkPolicy, spec.Exporter.Enabled, p.Child("networkPolicy"), &r)

@@ -119,7 +119,11 @@ func (st State) Step() string {
 // Secret renders the owned Secret for st: resources.Secret for the live password plus the
 // rotation's keys and annotations (none when no rotation is under way).
 func Secret(rc *cachev1beta1.RedisCluster, st State) *corev1.Secret {
-	sec := resources.Secret(rc, st.Live)
+	return withState(resources.Secret(rc, st.Live), st)
+}
+
+// withState adds st's rotation keys and annotations to sec and returns it.
+func withState(sec *corev1.Secret, st State) *corev1.Secret {
 	if st.Next != "" {
 		sec.Data[NextKey] = []byte(st.Next)
 	}

@@ -118,10 +118,9 @@ func (p *planner) balanceSteps() []Step {
 	}
 	var receivers []*receiver
 	for i, sh := range p.shards {
-		owned := p.ownedBy(sh.masterID)
-		switch c := len(owned); {
+		switch c := p.slotCount[sh.masterID]; {
 		case c > targets[i]:
-			donors = append(donors, donor{sh.masterID, owned[targets[i]:]})
+			donors = append(donors, donor{sh.masterID, p.ownedBy(sh.masterID)[targets[i]:]})
 		case c < targets[i] && len(sh.downNodes()) > 0:
 			// Keys moved onto a shard whose pod is down would live with less redundancy
 			// than where they are (or nowhere, for a master that does not run): the shard

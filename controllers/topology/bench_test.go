@@ -84,3 +84,24 @@ func BenchmarkReshard(b *testing.B) {
 	b.ReportMetric(theirs.Seconds(), "redis-cli-s")
 	b.ReportMetric(ratio, "ratio")
 }
+
+// BenchmarkPlanSettled plans a converged 3×1 cluster, what every resync of
+// an idle cluster does: observe, assess, find nothing to do. Its
+// allocations are what the many-clusters benchmark's idle CPU pays for in
+// garbage collection.
+//
+//	go test -run '^$' -bench PlanSettled -benchmem ./controllers/topology/
+func BenchmarkPlanSettled(b *testing.B) {
+	s := newSim(b)
+	d := Desired{Shards: s.shards("s", 0, 3, 2), ReplicasPerShard: 1}
+	s.mustConverge(d)
+	d.Formed = true
+	view := s.view(d)
+	b.ReportAllocs()
+	for b.Loop() {
+		steps, err := Plan(view, d)
+		if err != nil || len(steps) != 0 {
+			b.Fatalf("a converged cluster planned %v, %v", steps, err)
+		}
+	}
+}

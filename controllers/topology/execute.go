@@ -245,6 +245,9 @@ func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *
 		if err != nil {
 			return err
 		}
+		if err := e.bindUnbound(ctx, c, n, t, slots); err != nil {
+			return err
+		}
 		if _, err := e.drainKeys(ctx, c, n, t, slots, nil); err != nil {
 			return err
 		}
@@ -255,6 +258,44 @@ func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *
 	pipe := c.get(n.Endpoint.Addr).Pipeline()
 	for _, sl := range slots {
 		pipe.Do(cctx, "CLUSTER", "SETSLOT", sl, "STABLE")
+	}
+	_, err := pipe.Exec(cctx)
+	return classify(err)
+}
+
+// bindUnbound gives the slots that n's own table leaves without an owner to t (CLUSTER
+// SETSLOT <slot> NODE <t>) before n's keys in them move to t. A node importing a slot keeps
+// it unbound once the slot's old owner turned into a replica: Redis drops that owner's slots
+// on its role change and, while importing, ignores the new owner's claim
+// (clusterUpdateSlotsConfigWith skips importing slots), so the node reports cluster_state:fail
+// and refuses MIGRATE of the slot's keys with "CLUSTERDOWN Hash slot not served" for good
+// (seen with redis-server 7.0.15 a few seconds after the source of a half-moved slot failed
+// over). Binding the slot to the owner that every other node agrees on, which gossip would
+// do but for the import, leaves the import flag in place (SETSLOT NODE clears it only when
+// the node names itself) and lets the keys move.
+func (e *Engine) bindUnbound(ctx context.Context, c *conns, n, t *NodeView, slots []int) error {
+	var unbound []int
+	for _, sl := range slots {
+		bound := false
+		for _, r := range n.Known {
+			for _, sr := range r.Slots {
+				bound = bound || sr.Start <= sl && sl <= sr.End
+			}
+		}
+		if !bound {
+			unbound = append(unbound, sl)
+		}
+	}
+	if len(unbound) == 0 {
+		return nil
+	}
+	e.log.Info("Binding unbound slots to their owner before moving their keys", "node", n.Endpoint.Name,
+		"slots", FormatRanges(RangesOf(unbound)), "owner", t.Endpoint.Name)
+	cctx, cancel := e.cmdCtx(ctx)
+	defer cancel()
+	pipe := c.get(n.Endpoint.Addr).Pipeline()
+	for _, sl := range unbound {
+		pipe.Do(cctx, "CLUSTER", "SETSLOT", sl, "NODE", t.ID)
 	}
 	_, err := pipe.Exec(cctx)
 	return classify(err)

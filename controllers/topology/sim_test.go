@@ -33,7 +33,7 @@ type simNode struct {
 }
 
 type sim struct {
-	t     *testing.T
+	t     testing.TB
 	live  map[string]*simNode // endpoint name -> current incarnation
 	all   map[string]*simNode // every incarnation by ID
 	seq   int
@@ -46,7 +46,7 @@ type sim struct {
 	lossAccepted bool
 }
 
-func newSim(t *testing.T) *sim {
+func newSim(t testing.TB) *sim {
 	return &sim{t: t, live: map[string]*simNode{}, all: map[string]*simNode{}, now: time.UnixMilli(1_800_000_000_000), steps: map[StepKind]int{}}
 }
 

@@ -27,9 +27,10 @@ var (
 )
 
 // needsOtherSoftware are documented commands that need more than the
-// operator's CRD: Argo CD's CRDs.
+// operator's CRD: Argo CD's CRDs, the Secrets Store CSI driver's.
 var needsOtherSoftware = map[string]string{
 	"kubectl apply -k examples/argocd": "Argo CD's AppProject and ApplicationSet CRDs",
+	"kubectl apply -f examples/vault-csi/secretproviderclass.yaml -f examples/vault-csi/sync.yaml": "the Secrets Store CSI driver's SecretProviderClass CRD",
 }
 
 // documentedCommands returns the kubectl commands of examples/ (YAML header
@@ -74,7 +75,7 @@ func documentedCommands(t *testing.T) []string {
 }
 
 // TestDocumentedKubectlCommands runs every kubectl command of examples/ and
-// the README, as written, with the kubectl on PATH against a real API
+// the README, as written, with bin/kubectl (or the kubectl on PATH) against a real API
 // server holding the CRD (no operator: what the commands themselves do).
 // Applies go first, as a reader runs them; the Vault example's README
 // assumes its rediscluster.yaml applied. Each must succeed without a

@@ -30,10 +30,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	bin, _ := filepath.Abs("../../bin")
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		abs, _ := filepath.Abs("../../bin")
-		os.Setenv("KUBEBUILDER_ASSETS", abs)
+		os.Setenv("KUBEBUILDER_ASSETS", bin)
 	}
+	// bin/kubectl (make tools) matches the API server's release; it comes
+	// before any other kubectl, as in the demo and dev-up.
+	os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	scheme := runtime.NewScheme()
 	if err := cachev1beta1.AddToScheme(scheme); err != nil {
 		panic(err)

@@ -14,7 +14,9 @@
 //
 // Each top-level test is a label (TestSmoke, TestScaling, TestFailover,
 // TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault,
-// TestDataSafety, TestMidMigration, TestOperatorKilled); its subtests are the scenarios, each printing one line
+// TestDataSafety, TestMidMigration, TestOperatorKilled, TestSickNode, and the
+// installed operator's TestInstalled, TestInstalledHA and
+// TestInstalledUpgrade); its subtests are the scenarios, each printing one line
 // `e2e: <scenario> <seconds>s ok|FAIL`. Every scenario runs its own
 // RedisCluster in its own namespace (e2e-<name>). TestDataSafety's
 // scenarios also print what they loaded and wrote and how much of it was

@@ -146,10 +146,26 @@ func TestInstalled(t *testing.T) {
 // replica available and both webhooks have a CA bundle.
 func install(t *testing.T, overlay string, replicas int64) {
 	t.Helper()
+	installWith(t, filepath.Join(env.binDir, "redis-operator"), overlay, func(d *unstructured.Unstructured) {
+		if replicas > 0 {
+			if err := unstructured.SetNestedField(d.Object, replicas, "spec", "replicas"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// installWith applies the manifests that binary renders for overlay
+// (`manifests --overlay overlay`), the operator's Deployment first changed
+// by editDeployment, and waits until every replica of the Deployment runs
+// its current template (a rollout finished, no pod of an older one left)
+// and both webhooks have a CA bundle.
+func installWith(t *testing.T, binary, overlay string, editDeployment func(*unstructured.Unstructured)) {
+	t.Helper()
 	ctx := context.Background()
-	out, err := exec.Command(filepath.Join(env.binDir, "redis-operator"), "manifests", "--overlay", overlay).Output()
+	out, err := exec.Command(binary, "manifests", "--overlay", overlay).Output()
 	if err != nil {
-		t.Fatalf("redis-operator manifests --overlay %s: %v", overlay, err)
+		t.Fatalf("%s manifests --overlay %s: %v", filepath.Base(binary), overlay, err)
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	n := 0
@@ -163,25 +179,25 @@ func install(t *testing.T, overlay string, replicas int64) {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if u.GetKind() == "Deployment" && u.GetName() == installDeployment && replicas > 0 {
-			if err := unstructured.SetNestedField(u.Object, replicas, "spec", "replicas"); err != nil {
-				t.Fatal(err)
-			}
+		if u.GetKind() == "Deployment" && u.GetName() == installDeployment {
+			editDeployment(u)
 		}
 		if err := env.k8s.Patch(ctx, u, client.Apply, client.FieldOwner("e2e-install"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 		n++
 	}
-	t.Logf("applied %d objects of the %s overlay", n, overlay)
+	t.Logf("applied %d objects of the %s overlay rendered by %s", n, overlay, filepath.Base(binary))
 
-	waitFor(t, "the operator's Deployment available and its webhooks' CA bundles injected", 3*time.Minute, func() (bool, string) {
+	waitFor(t, "the operator's Deployment rolled out and its webhooks' CA bundles injected", 3*time.Minute, func() (bool, string) {
 		d := &appsv1.Deployment{}
 		if err := env.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: installDeployment}, d); err != nil {
 			return false, err.Error()
 		}
-		if d.Status.AvailableReplicas < 1 || d.Status.AvailableReplicas < ptrValue(d.Spec.Replicas) {
-			return false, fmt.Sprintf("deployment: %d of %d available", d.Status.AvailableReplicas, d.Status.Replicas)
+		want := ptrValue(d.Spec.Replicas)
+		if st := d.Status; st.ObservedGeneration < d.Generation || st.UpdatedReplicas < want || st.Replicas > want ||
+			st.AvailableReplicas < 1 || st.AvailableReplicas < want {
+			return false, fmt.Sprintf("deployment: %d replicas, %d updated, %d available, of %d", st.Replicas, st.UpdatedReplicas, st.AvailableReplicas, want)
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := env.k8s.Get(ctx, client.ObjectKey{Name: installCRD}, crd); err != nil {

@@ -87,6 +87,13 @@ type RedisClusterSpec struct {
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
 
+	// Users are declarative ACL users besides the default one (see UserSpec).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Users []UserSpec `json:"users,omitempty"`
+
 	// Exporter configures the optional redis_exporter sidecar.
 	// Defaults to {}, so each of its fields takes its own default.
 	// +kubebuilder:default={}
@@ -469,6 +476,15 @@ type RedisClusterStatus struct {
 	// TLS tells which certificate the nodes serve, with spec.tls enabled.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// Users lists each ACL user of spec.users, and of a removed one until it
+	// is deleted from every node, with its password's source version and
+	// rotation step. Never a password.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Users []UserStatus `json:"users,omitempty"`
 
 	// Migration reports slot migration progress while scaling.
 	// +optional

@@ -52,7 +52,10 @@ const operatorUser int64 = 65532
 // LookupImage maps an image reference to its local stand-in: repositories
 // ending in "redis-operator" run binDir/redis-operator (this checkout's
 // operator, built by `go build ./cmd/redis-operator`) as the Dockerfile's
-// image does (entrypoint /redis-operator, user 65532); repositories
+// image does (entrypoint /redis-operator, user 65532), or
+// binDir/redis-operator-TAG when the image's tag is TAG and that file
+// exists (another build, such as the release an upgrade starts from);
+// repositories
 // ending in "redis" or "valkey" run the local redis-server (Debian
 // redis-server; valkey images get Redis 7.0, not Valkey), repositories
 // ending in "redis_exporter" or "redis-exporter" run Debian's
@@ -62,9 +65,15 @@ func LookupImage(ref, binDir string) (*Image, error) {
 	switch {
 	case strings.HasSuffix(repo, "redis-operator"):
 		user := operatorUser
+		bin := filepath.Join(binDir, "redis-operator")
+		if tag := tag(ref); tag != "" {
+			if st, err := os.Stat(bin + "-" + tag); err == nil && st.Mode().IsRegular() {
+				bin += "-" + tag
+			}
+		}
 		return &Image{
 			Name:       "redis-operator",
-			Binaries:   map[string]string{"redis-operator": filepath.Join(binDir, "redis-operator")},
+			Binaries:   map[string]string{"redis-operator": bin},
 			Entrypoint: []string{"/redis-operator"},
 			WorkingDir: "/",
 			User:       &user,
@@ -127,6 +136,18 @@ func (im *Image) copyBinaries(sync func(src string) (string, error)) error {
 		im.Binaries[name] = dst
 	}
 	return nil
+}
+
+// tag returns an image reference's tag, "" when it has none:
+// "ghcr.io/o/redis-operator:v0.2.0@sha256:..." -> "v0.2.0".
+func tag(ref string) string {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		return ref[i+1:]
+	}
+	return ""
 }
 
 // repository strips the tag and digest from an image reference:

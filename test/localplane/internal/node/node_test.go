@@ -18,8 +18,10 @@ import (
 
 func TestLookupImageArgv(t *testing.T) {
 	bin := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bin, "redis-operator"), nil, 0o755); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"redis-operator", "redis-operator-beab2f5"} {
+		if err := os.WriteFile(filepath.Join(bin, name), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cases := []struct {
 		image         string
@@ -39,6 +41,9 @@ func TestLookupImageArgv(t *testing.T) {
 			want: []string{"/usr/bin/prometheus-redis-exporter", "--redis.addr=redis://127.64.0.2:6379"}},
 		{image: "ghcr.io/redis-operator/redis-operator:v0.2.0", command: []string{"/redis-operator"}, args: []string{"--leader-elect"},
 			want: []string{filepath.Join(bin, "redis-operator"), "--leader-elect"}},
+		{image: "ghcr.io/redis-operator/redis-operator:beab2f5", command: []string{"/redis-operator"},
+			want: []string{filepath.Join(bin, "redis-operator-beab2f5")}},
+		{image: "ghcr.io/redis-operator/redis-operator:v0.1.0@sha256:abc", want: []string{filepath.Join(bin, "redis-operator")}},
 		{image: "nginx:1.27", wantErr: "no local stand-in"},
 		{image: "registry:5000/redis-stack:7", wantErr: "no local stand-in"},
 		{image: "redis:7.0", command: []string{"no-such-tool-here"}, wantErr: "no local stand-in"},

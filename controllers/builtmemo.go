@@ -1,0 +1,80 @@
+package controllers
+
+import (
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// builtStatefulSets remembers, per cluster, the StatefulSets the builder
+// made from one resourceVersion of the RedisCluster. resources.StatefulSet
+// is a pure function of the RedisCluster (its metadata and spec, never its
+// status), and every change of those gives a new resourceVersion, so an
+// idle cluster's passes reuse one build per shard instead of encoding each
+// pod template to JSON three times (TemplateHash for the template, the
+// applied hash of the whole StatefulSet, TemplateHash again for the pods).
+// Safe for concurrent use; the zero value is empty.
+type builtStatefulSets struct {
+	mu   sync.Mutex
+	last map[client.ObjectKey]builtShards
+}
+
+type builtShards struct {
+	resourceVersion string
+	shards          map[int]*appsv1.StatefulSet
+}
+
+// get returns a copy of resources.StatefulSet(rc, shard), built once per
+// resourceVersion of rc (each call when rc has none, as an object never
+// written has).
+func (m *builtStatefulSets) get(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
+	if rc.ResourceVersion == "" {
+		return resources.StatefulSet(rc, shard)
+	}
+	key := client.ObjectKeyFromObject(rc)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.last[key]
+	if !ok || b.resourceVersion != rc.ResourceVersion {
+		b = builtShards{resourceVersion: rc.ResourceVersion, shards: map[int]*appsv1.StatefulSet{}}
+		if m.last == nil {
+			m.last = map[client.ObjectKey]builtShards{}
+		}
+		m.last[key] = b
+	}
+	sts, ok := b.shards[shard]
+	if !ok {
+		sts = resources.StatefulSet(rc, shard)
+		b.shards[shard] = sts
+	}
+	return sts.DeepCopy()
+}
+
+// templateHash is resources.TemplateHash(rc, shard), read from the
+// remembered build.
+func (m *builtStatefulSets) templateHash(rc *cachev1beta1.RedisCluster, shard int) string {
+	if rc.ResourceVersion == "" {
+		return resources.TemplateHash(rc, shard)
+	}
+	key := client.ObjectKeyFromObject(rc)
+	m.mu.Lock()
+	if b, ok := m.last[key]; ok && b.resourceVersion == rc.ResourceVersion {
+		if sts, ok := b.shards[shard]; ok {
+			h := sts.Spec.Template.Annotations[resources.TemplateHashAnnotation]
+			m.mu.Unlock()
+			return h
+		}
+	}
+	m.mu.Unlock()
+	return m.get(rc, shard).Spec.Template.Annotations[resources.TemplateHashAnnotation]
+}
+
+func (m *builtStatefulSets) forget(key client.ObjectKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, key)
+}

@@ -1,0 +1,97 @@
+package topology
+
+import (
+	"slices"
+)
+
+// checkConverged records why the cluster is not yet in the desired shape once nothing is
+// left to do: missing pods, replicas syncing, nodes that have not agreed on the slot map.
+func (p *planner) checkConverged() {
+	r := p.desired.ReplicasPerShard
+	for _, sh := range p.shards {
+		if len(sh.spec.Nodes) < 1+r {
+			p.block(ErrNotReady, "shard %s has %d nodes, needs %d", sh.spec.Name, len(sh.spec.Nodes), 1+r)
+		}
+		for _, n := range sh.nodes {
+			switch {
+			case n.Down():
+				p.waitDown([]*NodeView{n}, "shard %s", sh.spec.Name)
+			case !n.Reachable():
+				p.block(ErrNotReady, "node %s (%s) unreachable: %v", n.Endpoint.Name, n.Endpoint.Addr, n.Err)
+			}
+		}
+		inSync := 0
+		for _, n := range sh.nodes {
+			if n.Reachable() && n.MasterID() == sh.masterID {
+				if n.Replication.MasterLinkUp {
+					inSync++
+				} else {
+					p.wait("replica %s is syncing with %s", n.Endpoint.Name, sh.master.Endpoint.Name)
+				}
+			}
+		}
+		if inSync < r && len(sh.downNodes()) == 0 {
+			p.short = true
+		}
+		if inSync < r && len(p.blockers) == 0 {
+			p.wait("shard %s has %d replicas in sync, wants %d", sh.spec.Name, inSync, r)
+		}
+	}
+	members := p.members()
+	for _, n := range members {
+		if !n.Info.OK() {
+			p.wait("%s reports cluster_state:%s", n.Endpoint.Name, n.Info.State)
+			continue
+		}
+		if d := p.disagreement(n); d > 0 {
+			p.wait("%s disagrees on the owner of %d slots", n.Endpoint.Name, d)
+		}
+		// Every member knows every other at its address: the anchor met them, and the rest
+		// learn them by gossip, which a FORGET bans for 60 s (spec: "Removing nodes from a
+		// cluster"). Until then the cluster is still forming.
+		for _, o := range members {
+			if o != n && !knows(n, o) {
+				p.wait("%s does not know %s at %s yet", n.Endpoint.Name, o.Endpoint.Name, o.Endpoint.Addr)
+				break
+			}
+		}
+	}
+	for _, name := range p.leavingNames() {
+		if !slices.Contains(p.removable(), name) {
+			p.wait("leaving shard %s is not forgotten by every node yet", name)
+		}
+	}
+}
+
+func (a *assessment) leavingNames() []string {
+	var out []string
+	for _, sh := range a.leaving {
+		out = append(out, sh.spec.Name)
+	}
+	return out
+}
+
+// disagreement counts slots whose owner in n's table differs from the consensus owner.
+func (a *assessment) disagreement(n *NodeView) int {
+	// A slot n's table gives to another owner than the consensus counts once, and so
+	// does a slot the consensus gives an owner that n's table leaves unassigned. The
+	// ranges of one table never overlap (each slot has one owner in it).
+	mismatched, coveredOwned := 0, 0
+	for _, r := range n.Known {
+		for _, sr := range r.Slots {
+			for s := sr.Start; s <= sr.End; s++ {
+				if a.owner[s] != "" {
+					coveredOwned++
+				}
+				if a.owner[s] != r.ID {
+					mismatched++
+				}
+			}
+		}
+	}
+	owned := 0
+	for _, c := range a.slotCount {
+		owned += c
+	}
+	return mismatched + owned - coveredOwned
+}

@@ -1,0 +1,118 @@
+package topology
+
+import (
+	"fmt"
+)
+
+// members are the reachable endpoints that belong in the cluster: every desired node and
+// the nodes of Leaving shards that still own slots.
+func (p *planner) members() []*NodeView {
+	var out []*NodeView
+	for _, sh := range p.shards {
+		for _, n := range sh.nodes {
+			if n.Reachable() {
+				out = append(out, n)
+			}
+		}
+	}
+	for _, sh := range p.leaving {
+		if _, ok := p.drained(sh); ok {
+			continue
+		}
+		for _, n := range sh.nodes {
+			if n.Reachable() {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// meetSteps introduces nodes the cluster does not know, or knows at a stale address. An
+// anchor (the first member owning slots) meets the others; members that know a peer at an
+// old address meet it directly, because gossip only corrects addresses of failing nodes.
+func (p *planner) meetSteps() []Step {
+	members := p.members()
+	if len(members) < 2 {
+		return nil
+	}
+	anchor := members[0]
+	for _, n := range members {
+		if n.OwnSlots().Len() > 0 {
+			anchor = n
+			break
+		}
+	}
+	var steps []Step
+	for _, m := range members {
+		if m == anchor || knows(anchor, m) || handshaking(anchor, m.Endpoint.Addr) {
+			continue
+		}
+		if anchor.Lookup(m.ID) == nil {
+			if err := p.mergeConflict(anchor, m); err != nil {
+				p.blockers = append(p.blockers, err)
+				continue
+			}
+		}
+		steps = append(steps, Step{Kind: StepMeet, Node: anchor.Endpoint.Name, Target: m.Endpoint.Name,
+			Reason: fmt.Sprintf("%s does not know %s at %s", anchor.Endpoint.Name, m.Endpoint.Name, m.Endpoint.Addr)})
+	}
+	for _, a := range members {
+		if a == anchor {
+			continue
+		}
+		for _, b := range members {
+			if b == a || !knows(anchor, b) || handshaking(a, b.Endpoint.Addr) {
+				continue
+			}
+			if r := a.Lookup(b.ID); r != nil && !r.Flags.Handshake && !sameAddr(*r, b.Endpoint.Addr) {
+				steps = append(steps, Step{Kind: StepMeet, Node: a.Endpoint.Name, Target: b.Endpoint.Name,
+					Reason: fmt.Sprintf("%s knows %s at a stale address", a.Endpoint.Name, b.Endpoint.Name)})
+			}
+		}
+	}
+	return steps
+}
+
+// mergeConflict refuses to meet a node whose own slot claims would win over the slots the
+// cluster assigns to others (a newer config epoch: it would take their slots and data).
+// Claims with an older epoch are safe: the node loses them and becomes a replica, as an old
+// master does when it comes back (spec: "How nodes rejoin the cluster").
+//
+// It also refuses a node that has live links to nodes this cluster does not know and that
+// are none of the endpoints: it belongs to another running cluster (e.g. a reused volume),
+// and meeting it would merge the two through gossip.
+func (p *planner) mergeConflict(anchor, m *NodeView) error {
+	for _, r := range m.Known {
+		if r.Flags.Myself || !r.Connected || r.Failing() || r.Flags.Handshake || r.Flags.NoAddr {
+			continue
+		}
+		if anchor.Lookup(r.ID) == nil && p.byID[r.ID] == nil {
+			return fmt.Errorf("%w: %s is linked to node %s (%s), which is not part of this cluster; refusing to meet it",
+				ErrConflict, m.Endpoint.Name, r.ID, r.Addr())
+		}
+	}
+	self := m.Self()
+	if self == nil || len(self.Slots) == 0 {
+		return nil
+	}
+	own := m.OwnSlots()
+	for _, r := range anchor.Known {
+		if r.ID == m.ID || len(r.Slots) == 0 {
+			continue
+		}
+		overlap := 0
+		for _, sr := range r.Slots {
+			for s := sr.Start; s <= sr.End; s++ {
+				if own.Has(s) {
+					overlap++
+				}
+			}
+		}
+		if overlap > 0 && self.ConfigEpoch >= r.ConfigEpoch {
+			return fmt.Errorf("%w: %s (node %s, epoch %d) claims %d slots that the cluster assigns to node %s (epoch %d); refusing to meet it",
+				ErrConflict, m.Endpoint.Name, m.ID, self.ConfigEpoch, overlap, r.ID, r.ConfigEpoch)
+		}
+	}
+	return nil
+}
