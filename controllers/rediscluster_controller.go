@@ -302,6 +302,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.validateSpec,
 		r.prepareUsers,
 		r.reconcileCredentials,
+		r.reconcileTLS,
 		r.reconcileChildren,
 		r.observePods,
 		r.reconcileTopology,
@@ -311,6 +312,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.removeReplicaClaims,
 		r.reconcileLiveConfig,
 		r.reconcileRotation,
+		r.reconcileTLSReload,
 		r.reconcileUsers,
 	} {
 		res, stop, err := p(ctx, s)
@@ -468,10 +470,10 @@ func (r *RedisClusterReconciler) reader() client.Reader {
 }
 
 // engine returns a topology engine for s's cluster that authenticates
-// with password, bounds every dial and command by RedisTimeout and keeps
+// with password (over TLS with spec.tls, see reconcileTLS), bounds every dial and command by RedisTimeout and keeps
 // its clients in r.Redis.
 func (r *RedisClusterReconciler) engine(s *scope, password string) *topology.Engine {
-	return topology.New(topology.Options{
+	opts := topology.Options{
 		Pool:           r.Redis,
 		PoolOwner:      client.ObjectKeyFromObject(s.rc).String(),
 		Password:       password,
@@ -481,7 +483,11 @@ func (r *RedisClusterReconciler) engine(s *scope, password string) *topology.Eng
 		// what it waits for (a master unreachable, a failover to come).
 		WaitBudget: engineWaitBudget,
 		Logger:     s.log.WithName("topology"),
-	})
+	}
+	if s.tls != nil {
+		opts.TLS, opts.TLSID = s.tls.config, s.tls.id
+	}
+	return topology.New(opts)
 }
 
 // isTransient reports engine errors that clear by themselves: nodes still

@@ -42,6 +42,9 @@ type scope struct {
 	// users are spec.users as prepared this pass (users.go).
 	users []*userState
 
+	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
+	tls *tlsMaterial
+
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet
 	// shards are the desired and leaving shards with their pods.

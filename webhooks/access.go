@@ -84,8 +84,14 @@ type accessCheck struct {
 // somewhere new), and the service account when vault.audience changes (the
 // token would be valid for something new). Unchanged references are not
 // checked again, so a user without these rights can still edit other
-// fields of a RedisCluster someone allowed set up.
+// fields of a RedisCluster someone allowed set up. The Secret
+// spec.tls.secretName names is checked the same way (tlsAccessChecks).
 func accessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
+	return append(authAccessChecks(old, obj), tlsAccessChecks(old, obj)...)
+}
+
+// authAccessChecks are accessChecks' checks of spec.auth.
+func authAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 	auth := obj.Spec.Auth
 	if auth == nil {
 		return nil

@@ -94,7 +94,7 @@ const (
 	reasonAuth        = "passwords and users come from spec.auth"
 	reasonTopology    = "the operator owns replication: it pairs replicas with masters with CLUSTER REPLICATE"
 	reasonProcess     = "the container runtime supervises redis-server, which must stay in the foreground and log to standard output"
-	reasonTLS         = "the operator does not configure TLS for Redis, so the certificate files tls-* parameters name do not exist in the pods"
+	reasonTLS         = "the operator configures TLS from spec.tls (certificate files, ports, replication and bus encryption)"
 )
 
 func owned(reason string) param { return param{kind: kindOwned, reason: reason} }

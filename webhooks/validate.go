@@ -161,6 +161,8 @@ func (v *Validator) validateUpdate(old, new *cachev1beta1.RedisClusterSpec) resu
 			fmt.Sprintf("may not shrink from %s to %s: Kubernetes cannot shrink a PersistentVolumeClaim", oldSize.String(), newSize.String())))
 	}
 
+	validateTLSUpdate(old, new, p.Child("tls"), &r)
+
 	fraction := v.ScaleInWarningFraction
 	if fraction <= 0 {
 		fraction = DefaultScaleInWarningFraction

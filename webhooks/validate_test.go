@@ -161,7 +161,7 @@ func TestMalformedSpecs(t *testing.T) {
 		{name: "tls-port", hub: config("tls-port", "6380"),
 			want: "spec.config[tls-port]: Forbidden: tls-port is set by the operator: the operator sets the addresses and ports every pod listens on and announces, which the cluster bus and the clients rely on"},
 		{name: "tls-cluster", hub: config("tls-cluster", "yes"),
-			want: "spec.config[tls-cluster]: Forbidden: tls-cluster is set by the operator: the operator does not configure TLS for Redis, so the certificate files tls-* parameters name do not exist in the pods"},
+			want: "spec.config[tls-cluster]: Forbidden: tls-cluster is set by the operator: the operator configures TLS from spec.tls (certificate files, ports, replication and bus encryption)"},
 		{name: "renaming CLUSTER", hub: config("rename-command", `CLUSTER ""`),
 			want: `spec.config[rename-command]: Invalid value: "CLUSTER \"\"": CLUSTER must keep its name: the operator, the redis_exporter sidecar or Redis Cluster clients use it`},
 		{name: "renaming CONFIG", hub: config("rename-command", "config b840fc02d524045429941cc15f59e41cb7be6c52"),

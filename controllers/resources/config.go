@@ -319,7 +319,7 @@ func RenderConfig(rc *cachev1beta1.RedisCluster) string {
 	var b strings.Builder
 	b.WriteString("# Rendered by redis-operator from RedisCluster " + rc.Namespace + "/" + rc.Name + ".\n")
 	b.WriteString("# Do not edit: change spec.config of the RedisCluster instead.\n")
-	fmt.Fprintf(&b, "port %d\n", RedisPort)
+	renderPorts(&b, rc)
 	b.WriteString("cluster-enabled yes\n")
 	b.WriteString("cluster-config-file " + DataDir + "/nodes.conf\n")
 	b.WriteString("dir " + DataDir + "\n")

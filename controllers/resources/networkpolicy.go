@@ -41,7 +41,7 @@ func NetworkPolicyName(rc string) string { return rc + "-redis" }
 // NetworkPolicy builds the NetworkPolicy of spec.networkPolicy for the
 // cluster's pods (ClusterSelector), with Ingress as its only policy type.
 // It allows, over TCP:
-//   - RedisPort from the operator's pods (OperatorPodLabels in namespace
+//   - RedisPort (and PlainPort with spec.tls.plainPort) from the operator's pods (OperatorPodLabels in namespace
 //     operatorNamespace), from the cluster's own pods (replication and
 //     MIGRATE use the client port) and from spec.networkPolicy.clients, or
 //     when that is empty from the pods of rc's namespace labelled
@@ -72,7 +72,7 @@ func NetworkPolicy(rc *cachev1beta1.RedisCluster, operatorNamespace string) *net
 	clientPeers := append([]networkingv1.NetworkPolicyPeer{operator, own}, deepCopyPeers(clients)...)
 
 	ingress := []networkingv1.NetworkPolicyIngressRule{
-		{Ports: tcpPort(RedisPort), From: clientPeers},
+		{Ports: clientPorts(rc), From: clientPeers},
 		{Ports: tcpPort(BusPort), From: []networkingv1.NetworkPolicyPeer{*own.DeepCopy()}},
 	}
 	if rc.Spec.Exporter.Enabled && len(spec.Monitoring) > 0 {

@@ -75,6 +75,10 @@ func ClientService(rc *cachev1beta1.RedisCluster) *corev1.Service {
 			},
 		},
 	}
+	if plainPortOpen(rc) {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "redis-plain", Port: PlainPort,
+			TargetPort: intstr.FromString("redis-plain"), Protocol: corev1.ProtocolTCP})
+	}
 	SetAppliedHash(svc)
 	return svc
 }

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -26,6 +27,8 @@ import (
 // pod is a Redis "pod" run from the builders' output: its files live in a
 // temporary directory that stands in for the pod's mounts.
 type pod struct {
+	rc       *cachev1beta1.RedisCluster
+	tls      *tls.Config // with spec.tls: the client side of testTLS
 	ip       string
 	root     string
 	password string
@@ -37,6 +40,7 @@ type pod struct {
 // localize rewrites the pod's mount paths to directories under root.
 func localize(root, s string) string {
 	s = strings.ReplaceAll(s, AuthDir, filepath.Join(root, "auth"))
+	s = strings.ReplaceAll(s, TLSDir, filepath.Join(root, "tls"))
 	s = strings.ReplaceAll(s, ConfigDir, filepath.Join(root, "config"))
 	s = strings.ReplaceAll(s, DataDir, filepath.Join(root, "data"))
 	return s
@@ -48,12 +52,17 @@ func localize(root, s string) string {
 func startPod(t *testing.T, rc *cachev1beta1.RedisCluster, password string) *pod {
 	t.Helper()
 	for attempt := 0; attempt < 5; attempt++ {
-		p := &pod{ip: fmt.Sprintf("127.%d.%d.%d", 200+rand.IntN(50), rand.IntN(256), 1+rand.IntN(253)), root: t.TempDir(), password: password}
-		for dir, files := range map[string]map[string][]byte{
+		p := &pod{rc: rc, ip: fmt.Sprintf("127.%d.%d.%d", 200+rand.IntN(50), rand.IntN(256), 1+rand.IntN(253)), root: t.TempDir(), password: password}
+		dirs := map[string]map[string][]byte{
 			"config": {ConfigKey: []byte(localize(p.root, ConfigMap(rc).Data[ConfigKey]))},
 			"auth":   Secret(rc, password).Data,
 			"data":   nil,
-		} {
+		}
+		if rc.Spec.TLSEnabled() {
+			files, client := testTLS(t)
+			dirs["tls"], p.tls = files, client
+		}
+		for dir, files := range dirs {
 			if err := os.MkdirAll(filepath.Join(p.root, dir), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +90,7 @@ var errAddrInUse = errors.New("address already in use")
 // PING; the script's and the server's output go to redis.log, appended.
 func (p *pod) start(t *testing.T) error {
 	t.Helper()
-	p.cmd = exec.Command("sh", "-c", localize(p.root, startScript))
+	p.cmd = exec.Command("sh", "-c", localize(p.root, forTLS(p.rc, startScript)))
 	p.cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
 	log, err := os.OpenFile(filepath.Join(p.root, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -131,16 +140,16 @@ func (p *pod) kill() {
 }
 
 func (p *pod) client(password string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: p.ip + ":6379", Password: password, MaxRetries: -1, DialTimeout: time.Second})
+	return redis.NewClient(&redis.Options{Addr: p.ip + ":6379", Password: password, MaxRetries: -1, DialTimeout: time.Second, TLSConfig: p.tls})
 }
 
 // script runs one of the pod's scripts as the kubelet would (sh -c, with
-// the container's POD_IP) and returns its exit error. A script still
+// the container's POD_IP; speaking TLS as the pod's do with spec.tls) and returns its exit error. A script still
 // running after 30 s is killed and reported as hung.
 func (p *pod) script(script string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", localize(p.root, script))
+	cmd := exec.CommandContext(ctx, "sh", "-c", localize(p.root, forTLS(p.rc, script)))
 	cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()

@@ -121,11 +121,11 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PodTemplateSpe
 }
 
 func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
-	return corev1.Container{
+	c := corev1.Container{
 		Name:            RedisContainerName,
 		Image:           rc.Spec.Image,
 		ImagePullPolicy: rc.Spec.ImagePullPolicy,
-		Command:         []string{"sh", "-c", startScript},
+		Command:         []string{"sh", "-c", forTLS(rc, startScript)},
 		Env:             []corev1.EnvVar{podIPEnv()},
 		Ports: []corev1.ContainerPort{
 			{Name: "redis", ContainerPort: RedisPort, Protocol: corev1.ProtocolTCP},
@@ -139,7 +139,7 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 			{Name: "tmp", MountPath: "/tmp"},
 		},
 		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", readinessScript}}},
+			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", forTLS(rc, readinessScript)}}},
 			PeriodSeconds:    5,
 			TimeoutSeconds:   5,
 			SuccessThreshold: 1,
@@ -156,11 +156,18 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 			FailureThreshold:    6,
 		},
 		Lifecycle: &corev1.Lifecycle{
-			PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", preStopScript}}},
+			PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", forTLS(rc, preStopScript)}}},
 		},
 		SecurityContext:          containerSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	if rc.Spec.TLSEnabled() {
+		c.VolumeMounts = append(c.VolumeMounts, tlsMount())
+		if plainPortOpen(rc) {
+			c.Ports = append(c.Ports, corev1.ContainerPort{Name: "redis-plain", ContainerPort: PlainPort, Protocol: corev1.ProtocolTCP})
+		}
+	}
+	return c
 }
 
 // exporterContainer is the redis_exporter sidecar
@@ -168,7 +175,7 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 // REDIS_ADDR, REDIS_PASSWORD and REDIS_EXPORTER_WEB_LISTEN_ADDRESS
 // variables). It scrapes its own pod's node and listens on the pod IP.
 func exporterContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
-	return corev1.Container{
+	c := corev1.Container{
 		Name:            ExporterContainerName,
 		Image:           rc.Spec.Exporter.Image,
 		ImagePullPolicy: rc.Spec.ImagePullPolicy,
@@ -191,6 +198,17 @@ func exporterContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 		SecurityContext:          containerSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	if rc.Spec.TLSEnabled() {
+		// POD_IP, then POD_NAME and REDIS_ADDR (replacing the plain one),
+		// the other variables, and the TLS files.
+		tlsEnv := exporterTLSEnv(rc)
+		env := []corev1.EnvVar{c.Env[0]}
+		env = append(env, tlsEnv[:2]...)
+		env = append(env, c.Env[2:]...)
+		c.Env = append(env, tlsEnv[2:]...)
+		c.VolumeMounts = append(c.VolumeMounts, tlsMount())
+	}
+	return c
 }
 
 func podIPEnv() corev1.EnvVar {
@@ -200,7 +218,7 @@ func podIPEnv() corev1.EnvVar {
 }
 
 func podVolumes(rc *cachev1beta1.RedisCluster) []corev1.Volume {
-	return []corev1.Volume{
+	vols := []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rc.Name)},
 			Items:                []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}},
@@ -213,6 +231,10 @@ func podVolumes(rc *cachev1beta1.RedisCluster) []corev1.Volume {
 		// The root filesystem is read-only; sh and redis-cli may want /tmp.
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
+	if rc.Spec.TLSEnabled() {
+		vols = append(vols, tlsVolume(rc))
+	}
+	return vols
 }
 
 // podSecurityContext and containerSecurityContext satisfy the Pod Security

@@ -76,6 +76,7 @@ func newClient(opts Options, addr, password string, poolSize int) *redis.Client 
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		Password:              password,
+		TLSConfig:             opts.TLS,
 		Protocol:              2,
 		DisableIdentity:       true,
 		DialTimeout:           opts.DialTimeout,

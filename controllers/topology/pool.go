@@ -11,8 +11,9 @@ import (
 // resync reuses a connection that is already authenticated instead of dialing and sending
 // HELLO with AUTH to every node on every pass, and remembers per node what the observation
 // need not read on every pass (see nodeMemo). Each entry belongs to one owner (the caller's
-// name for a cluster, Options.PoolOwner) and one password: a different owner or password
-// for the same address replaces the entry, closing its client. Safe for concurrent use.
+// name for a cluster, Options.PoolOwner), one password and one TLS material (Options.TLSID):
+// a different owner, password or TLS material for the same address replaces the entry,
+// closing its client. Safe for concurrent use.
 type Pool struct {
 	mu      sync.Mutex
 	max     int
@@ -23,6 +24,7 @@ type Pool struct {
 type poolEntry struct {
 	owner    string
 	password string
+	tlsID    string
 	client   *redis.Client
 	used     uint64 // Pool.tick at the last use: the least recently used entry goes first
 	memo     nodeMemo
@@ -41,7 +43,7 @@ func (p *Pool) client(opts Options, owner, addr string) *redis.Client {
 	defer p.mu.Unlock()
 	p.tick++
 	if e, ok := p.entries[addr]; ok {
-		if e.owner == owner && e.password == opts.Password {
+		if e.owner == owner && e.password == opts.Password && e.tlsID == opts.TLSID {
 			e.used = p.tick
 			return e.client
 		}
@@ -56,7 +58,7 @@ func (p *Pool) client(opts Options, owner, addr string) *redis.Client {
 		}
 		p.dropLocked(oldest)
 	}
-	e := &poolEntry{owner: owner, password: opts.Password, client: newClient(opts, addr, opts.Password, 4), used: p.tick}
+	e := &poolEntry{owner: owner, password: opts.Password, tlsID: opts.TLSID, client: newClient(opts, addr, opts.Password, 4), used: p.tick}
 	p.entries[addr] = e
 	return e.client
 }

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -226,7 +227,12 @@ type Result struct {
 
 // Options configures an Engine.
 type Options struct {
-	Password       string        // AUTH for every node (may be empty); never logged
+	Password string // AUTH for every node (may be empty); never logged
+	// TLS, when set, is the TLS configuration of every connection to the nodes (spec.tls);
+	// TLSID names its material (certificate, key, CA): a pooled client made with another
+	// TLSID is replaced. Nil speaks plain text.
+	TLS            *tls.Config
+	TLSID          string
 	DialTimeout    time.Duration // default 2 s
 	CommandTimeout time.Duration // per ordinary command; default 5 s
 	// MigrateBatch is the number of keys per CLUSTER GETKEYSINSLOT and at most per MIGRATE ...

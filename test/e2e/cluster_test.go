@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +44,9 @@ type cluster struct {
 	ns, name string
 
 	obs *statusObserver
+	// tls, when set, is how clusterClient and nodeClient speak TLS to a
+	// cluster with spec.tls (see tls_test.go).
+	tls *tls.Config
 }
 
 // scenario prints `e2e: <name> <seconds>s ok|FAIL` when t ends and fails
@@ -266,6 +270,7 @@ func (c *cluster) clusterClient() *redis.ClusterClient {
 		ReadTimeout:              5 * time.Second,
 		WriteTimeout:             5 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		TLSConfig:                c.tls,
 	})
 	c.t.Cleanup(func() { _ = cl.Close() })
 	return cl
@@ -274,7 +279,9 @@ func (c *cluster) clusterClient() *redis.ClusterClient {
 // nodeClient is a direct connection to one Redis node, closed when the
 // test ends.
 func (c *cluster) nodeClient(ip, password string) *redis.Client {
-	cl := redis.NewClient(nodeOptions(ip, password))
+	opts := nodeOptions(ip, password)
+	opts.TLSConfig = c.tls
+	cl := redis.NewClient(opts)
 	c.t.Cleanup(func() { _ = cl.Close() })
 	return cl
 }

@@ -48,6 +48,9 @@ type Options struct {
 	// on a pair of addresses cuts exactly the link between two nodes (see Cut). Test
 	// clients still connect from 127.0.0.1.
 	OwnAddress bool
+	// TLS, when set, serves TLS only (port 0, tls-port on the node's port) with these files,
+	// for replication and the cluster bus too; the helper's own clients use TLS.Client.
+	TLS *TLS
 }
 
 // Node is one redis-server process. Its methods are safe for concurrent use.
@@ -182,6 +185,7 @@ func (n *Node) ClientOptions() *redis.Options {
 		DialTimeout:              2 * time.Second,
 		ReadTimeout:              10 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		TLSConfig:                n.opts.TLS.client(),
 	}
 }
 
@@ -384,7 +388,11 @@ func (n *Node) config(port int) string {
 		line("cluster-announce-ip %s", n.ip)
 		line("bind-source-addr %s", n.ip)
 	}
-	line("port %d", port)
+	if n.opts.TLS != nil {
+		n.opts.TLS.lines(line, port)
+	} else {
+		line("port %d", port)
+	}
 	line("protected-mode no")
 	line("daemonize no")
 	line("dir %s", n.Dir)

@@ -84,6 +84,10 @@ type RedisClusterSpec struct {
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
+	// TLS encrypts client, replication and cluster bus traffic.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
 	// Users are declarative ACL users besides the default one (see UserSpec).
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
@@ -469,6 +473,10 @@ type RedisClusterStatus struct {
 	// Credentials tells which password version is live. Never the secret.
 	// +optional
 	Credentials *CredentialsStatus `json:"credentials,omitempty"`
+
+	// TLS tells which certificate the nodes serve, with spec.tls enabled.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// Users lists each ACL user of spec.users, and of a removed one until it
 	// is deleted from every node, with its password's source version and

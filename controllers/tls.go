@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+	"github.com/redis-operator/redis-operator/controllers/tlscerts"
+	"github.com/redis-operator/redis-operator/controllers/topology"
+)
+
+// tlsMaterial is the cluster's TLS as one pass read it.
+type tlsMaterial struct {
+	// config dials the nodes (tlscerts.ClientConfig); id names the
+	// material, so pooled clients are replaced when it changes.
+	config *tls.Config
+	id     string
+	serial string
+}
+
+// tlsReloadRequeue is how soon a pass looks again while a node still
+// serves an older certificate (its Secret volume not updated yet).
+const tlsReloadRequeue = 5 * time.Second
+
+// reconcileTLS reads, or with the operator's CA makes, the certificate of
+// a cluster with spec.tls enabled, and fills s.tls and status.tls. The
+// operator's CA (Secret <name>-tls-ca) is made once; the nodes'
+// certificate (Secret <name>-tls) is issued again when it is missing, has
+// less than a third of its life left, is not signed by that CA, or does
+// not name every pod IP of the cluster (tlscerts.Covers). A user Secret
+// (spec.tls.secretName) must hold tls.crt, tls.key and ca.crt, the
+// certificate chaining to ca.crt; otherwise the pass fails naming what is
+// wrong.
+func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	rc := s.rc
+	if !rc.Spec.TLSEnabled() {
+		rc.Status.TLS = nil
+		return ctrl.Result{}, false, nil
+	}
+	var ca, cert, key []byte
+	if name := rc.Spec.TLS.SecretName; name != "" {
+		sec := &corev1.Secret{}
+		if err := r.reader().Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: name}, sec); err != nil {
+			return ctrl.Result{}, true, fmt.Errorf("reading TLS Secret %s (spec.tls.secretName): %w", name, err)
+		}
+		ca, cert, key = sec.Data[resources.TLSCAKey], sec.Data[resources.TLSCertKey], sec.Data[resources.TLSKeyKey]
+		if err := tlscerts.Verify(ca, cert, key, s.now); err != nil {
+			return ctrl.Result{}, true, fmt.Errorf("TLS Secret %s (spec.tls.secretName): %w", name, err)
+		}
+	} else {
+		var err error
+		if ca, cert, key, err = r.operatorCertificate(ctx, s); err != nil {
+			return ctrl.Result{}, true, err
+		}
+	}
+	cfg, err := tlscerts.ClientConfig(ca, cert, key)
+	if err != nil {
+		return ctrl.Result{}, true, fmt.Errorf("TLS Secret %s: %w", resources.TLSSecretName(rc), err)
+	}
+	leaf, err := tlscerts.ParseCertificate(cert)
+	if err != nil {
+		return ctrl.Result{}, true, fmt.Errorf("TLS Secret %s: tls.crt: %w", resources.TLSSecretName(rc), err)
+	}
+	sum := sha256.Sum256(slices.Concat(ca, cert, key))
+	s.tls = &tlsMaterial{config: cfg, id: hex.EncodeToString(sum[:]), serial: tlscerts.Serial(leaf)}
+	applied := ""
+	if rc.Status.TLS != nil {
+		applied = rc.Status.TLS.AppliedSerial
+	}
+	rc.Status.TLS = &cachev1beta1.TLSStatus{
+		SecretName:    resources.TLSSecretName(rc),
+		Serial:        s.tls.serial,
+		NotAfter:      &metav1.Time{Time: leaf.NotAfter.UTC()},
+		AppliedSerial: applied,
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// operatorCertificate returns the CA bundle, certificate and key from the
+// operator's Secrets, making the CA and issuing the certificate as
+// reconcileTLS describes.
+func (r *RedisClusterReconciler) operatorCertificate(ctx context.Context, s *scope) (ca, cert, key []byte, err error) {
+	rc := s.rc
+	caSecret := &corev1.Secret{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.TLSCASecretName(rc.Name)}, caSecret)
+	switch {
+	case apierrors.IsNotFound(err):
+		caCert, caKey, err := tlscerts.NewCA(rc.Namespace+"/"+rc.Name+" Redis CA", s.now)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		caSecret = resources.TLSCASecret(rc, caCert, caKey)
+		s.log.Info("Creating the cluster's TLS CA", "secret", caSecret.Name)
+		if err := r.Client.Create(ctx, caSecret, client.FieldOwner(FieldOwner)); err != nil {
+			return nil, nil, nil, fmt.Errorf("creating Secret %s: %w", caSecret.Name, err)
+		}
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("reading Secret %s: %w", resources.TLSCASecretName(rc.Name), err)
+	default:
+		if err := checkControlled(rc, caSecret); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	ca, caKey := caSecret.Data[resources.TLSCAKey], caSecret.Data[resources.TLSCAPrivateKey]
+
+	ips, err := r.clusterPodIPs(ctx, rc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dns := resources.TLSDNSNames(rc)
+	leafSecret := &corev1.Secret{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.TLSOperatorSecretName(rc.Name)}, leafSecret)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, nil, nil, fmt.Errorf("reading Secret %s: %w", resources.TLSOperatorSecretName(rc.Name), err)
+	}
+	if exists {
+		if err := checkControlled(rc, leafSecret); err != nil {
+			return nil, nil, nil, err
+		}
+		cert, key = leafSecret.Data[resources.TLSCertKey], leafSecret.Data[resources.TLSKeyKey]
+		why := reissueReason(ca, cert, key, leafSecret.Data[resources.TLSCAKey], dns, ips, s.now)
+		if why == "" {
+			return ca, cert, key, nil
+		}
+		s.log.Info("Issuing a new TLS certificate", "secret", leafSecret.Name, "reason", why)
+	}
+	cert, key, err = tlscerts.Issue(ca, caKey, dns, ips, s.now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	desired := resources.TLSOperatorSecret(rc, cert, key, ca)
+	if exists {
+		desired.ResourceVersion = leafSecret.ResourceVersion
+		err = r.Client.Update(ctx, desired, client.FieldOwner(FieldOwner))
+	} else {
+		err = r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("writing Secret %s: %w", desired.Name, err)
+	}
+	s.did("TLSCertificateIssued", "Issued TLS certificate into Secret %s", desired.Name)
+	return ca, cert, key, nil
+}
+
+// reissueReason says why the operator's certificate must be issued again
+// ("" when it need not).
+func reissueReason(ca, cert, key, secretCA []byte, dns []string, ips []net.IP, now time.Time) string {
+	if !bytes.Equal(ca, secretCA) {
+		return "the CA changed"
+	}
+	if err := tlscerts.Verify(ca, cert, key, now); err != nil {
+		return err.Error()
+	}
+	leaf, err := tlscerts.ParseCertificate(cert)
+	if err != nil {
+		return err.Error()
+	}
+	if tlscerts.NeedsRenewal(leaf, now) {
+		return "less than a third of its validity is left"
+	}
+	if !tlscerts.Covers(leaf, dns, ips) {
+		return "it does not name every pod IP"
+	}
+	return ""
+}
+
+// clusterPodIPs are the IPs of the cluster's pods that have one, sorted.
+func (r *RedisClusterReconciler) clusterPodIPs(ctx context.Context, rc *cachev1beta1.RedisCluster) ([]net.IP, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(rc.Namespace),
+		client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var ips []net.IP
+	for _, p := range pods.Items {
+		if ip := net.ParseIP(p.Status.PodIP); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	slices.SortFunc(ips, func(a, b net.IP) int { return bytes.Compare(a, b) })
+	return ips, nil
+}
+
+// reconcileTLSReload makes every running node serve the current
+// certificate (topology.Engine.ReloadTLS) once it differs from
+// status.tls.appliedSerial, and records it there when all do; while a node
+// still serves an older one the pass looks again soon.
+func (r *RedisClusterReconciler) reconcileTLSReload(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	st := s.rc.Status.TLS
+	if s.tls == nil || st == nil || st.AppliedSerial == st.Serial || !s.passwordKnown {
+		return ctrl.Result{}, false, nil
+	}
+	var addrs []string
+	for _, sh := range s.shards {
+		for _, p := range sh.Pods {
+			if !p.Up {
+				return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
+			}
+			addrs = append(addrs, p.endpoint().Addr)
+		}
+	}
+	pending, err := r.engine(s, s.password).ReloadTLS(ctx, addrs, st.Serial,
+		topology.TLSFiles{Cert: resources.TLSCertFile, Key: resources.TLSKeyFile, CA: resources.TLSCAFile})
+	if err != nil {
+		s.log.Info("Reloading the TLS certificate", "error", err.Error())
+		return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
+	}
+	if len(pending) > 0 {
+		s.log.V(1).Info("Nodes do not serve the new TLS certificate yet", "nodes", pending)
+		return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
+	}
+	if st.AppliedSerial != "" {
+		s.did("TLSCertificateApplied", "Every node serves TLS certificate %s", st.Serial)
+	}
+	st.AppliedSerial = st.Serial
+	return ctrl.Result{}, false, nil
+}
