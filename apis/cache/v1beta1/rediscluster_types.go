@@ -361,8 +361,11 @@ type NetworkPolicySpec struct {
 	Monitoring []networkingv1.NetworkPolicyPeer `json:"monitoring,omitempty"`
 }
 
-// PodSpec holds placement and metadata of the Redis pods. Unless Affinity is
-// set, the pods of one shard repel each other (preferred pod anti-affinity).
+// PodSpec holds placement and metadata of the Redis pods. By default (all
+// preferred, never blocking) the pods of one shard go to different nodes and
+// zones, and the shards' first pods (the masters a new cluster starts with)
+// spread evenly over zones and nodes; Affinity and TopologySpreadConstraints
+// add to that default.
 type PodSpec struct {
 	// Annotations are added to every Redis pod.
 	// +optional
@@ -376,7 +379,10 @@ type PodSpec struct {
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Affinity replaces the default per-shard anti-affinity.
+	// Affinity adds to the default placement: its node and pod affinity and
+	// its required pod anti-affinity as given, its preferred pod
+	// anti-affinity terms after the default ones (which keep the pods of a
+	// shard on different nodes, weight 100, and zones, weight 50).
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
@@ -386,7 +392,10 @@ type PodSpec struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// TopologySpreadConstraints of the pods.
+	// TopologySpreadConstraints of the pods, after the default ones (the
+	// shards' first pods spread over topology.kubernetes.io/zone and
+	// kubernetes.io/hostname, maxSkew 1, ScheduleAnyway); a constraint with
+	// the topologyKey and whenUnsatisfiable of a default one replaces it.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional
