@@ -1,0 +1,205 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// lossFor is the product design's chaos test: one master's pod loses
+// 100% of its packets for 30 s.
+const lossFor = 30 * time.Second
+
+// nodeTimeout is the operator's default cluster-node-timeout (5000 ms):
+// a master unreachable that long is PFAIL, and FAIL soon after.
+const nodeTimeout = 5 * time.Second
+
+// serveWithin bounds how long after a node is lost the cluster must serve
+// every slot again: node-timeout, the FAIL agreement and the replica's
+// election (a few hundred ms plus a random 0–500 ms), on a busy 2-core
+// machine.
+const serveWithin = nodeTimeout + 25*time.Second
+
+func TestChaos(t *testing.T) {
+	t.Run("master-packet-loss", testMasterPacketLoss)
+	t.Run("node-lost", testNodeLost)
+}
+
+// testMasterPacketLoss: shard 0's master sends nothing (100% egress loss in
+// its network namespace) for lossFor under WAIT-1 writes. Pass: its
+// replica is promoted, the old master rejoins as a replica once the loss
+// ends, 0 acknowledged writes are lost, and the cluster is Ready again.
+func testMasterPacketLoss(t *testing.T) {
+	const name = "chaos/master-packet-loss"
+	scenario(t, name)
+	c := newCluster(t, "chaos-loss", nil)
+	rc := c.waitReady(5 * time.Minute)
+	c.checkConverged(rc)
+	pw := c.password()
+	master, replica := masterOf(rc, 0), rc.Status.Shards[0].ReplicaPods[0]
+	M, R := c.pod(master).Status.PodIP, c.pod(replica).Status.PodIP
+
+	w := startWriter(t, c.clusterClient(), "chaos-loss", writerOptions{Wait: true})
+	w.waitWrites(200, time.Minute)
+	start := time.Now()
+	f := packetLoss(t, M, 100, lossFor)
+	var promoted time.Time
+	replicaClient := c.nodeClient(R, pw)
+	for promoted.IsZero() && time.Since(start) < lossFor {
+		ctx, cancel := redisCtx()
+		if r, err := role(ctx, replicaClient); err == nil && r == "master" {
+			promoted = time.Now()
+		}
+		cancel()
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.wait()
+	healed := time.Now()
+	if promoted.IsZero() {
+		t.Errorf("%s was not promoted during %s of 100%% loss from master %s", replica, lossFor, master)
+	}
+
+	rc = c.waitSettled(4 * time.Minute)
+	ready := time.Now()
+	w.waitWrites(200, time.Minute)
+	r := w.result()
+	lost, wrong := w.readBack(c.clusterClient(), r.Acked)
+	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; replica promoted after %s; Ready %.0fs after the loss ended (%.0fs after it began)\n",
+		name, len(r.Acked), len(lost)+len(wrong), since(start, promoted), ready.Sub(healed).Seconds(), ready.Sub(start).Seconds())
+	if len(lost)+len(wrong) > 0 {
+		t.Errorf("%s; %d acknowledged writes lost (first %s), %d with another value", r, len(lost), first(lost), len(wrong))
+	}
+	ids := c.checkConverged(rc)
+	c.checkStatusShards(rc, ids)
+	if got := masterOf(rc, 0); got != replica {
+		t.Errorf("shard 0: master is %s, want the promoted %s", got, replica)
+	}
+	ctx, cancel := redisCtx()
+	defer cancel()
+	if got, err := role(ctx, c.nodeClient(c.pod(master).Status.PodIP, pw)); got != "slave" {
+		t.Errorf("%s is %q after the loss (%v), want a replica", master, got, err)
+	}
+}
+
+// testNodeLost: the node holding shard 0's master is lost (its processes
+// killed, its heartbeat stopped) under WAIT-1 writes. Pass: the default
+// placement put no shard's two pods on one node, so no shard loses both;
+// every slot is served again within serveWithin; once the node is back
+// the cluster is Ready with 0 acknowledged writes lost.
+func testNodeLost(t *testing.T) {
+	const name = "chaos/node-lost"
+	scenario(t, name)
+	c := newCluster(t, "chaos-node", nil)
+	rc := c.waitReady(5 * time.Minute)
+	c.checkConverged(rc)
+	pw := c.password()
+	pods := map[string]corev1.Pod{}
+	for _, p := range c.pods() {
+		pods[p.Name] = p
+	}
+	for i, sh := range rc.Status.Shards {
+		nodes := map[string]bool{pods[sh.MasterPod].Spec.NodeName: true}
+		for _, rp := range sh.ReplicaPods {
+			if nodes[pods[rp].Spec.NodeName] {
+				t.Fatalf("shard %d has two pods on node %s (master %s, replica %s): the default anti-affinity did not hold",
+					i, pods[rp].Spec.NodeName, sh.MasterPod, rp)
+			}
+			nodes[pods[rp].Spec.NodeName] = true
+		}
+	}
+	lostNode := pods[masterOf(rc, 0)].Spec.NodeName
+	var mastersThere []string
+	var survivor string // a master pod on another node
+	for _, sh := range rc.Status.Shards {
+		if pods[sh.MasterPod].Spec.NodeName == lostNode {
+			mastersThere = append(mastersThere, sh.MasterPod)
+		} else if survivor == "" {
+			survivor = sh.MasterPod
+		}
+	}
+	if survivor == "" {
+		t.Fatalf("every master is on node %s: the default spread of the masters did not hold", lostNode)
+	}
+	t.Logf("losing node %s with masters %v", lostNode, mastersThere)
+
+	w := startWriter(t, c.clusterClient(), "chaos-node", writerOptions{Wait: true})
+	w.waitWrites(200, time.Minute)
+	start := time.Now()
+	f := loseNode(t, lostNode, 0)
+	surv := c.nodeClient(pods[survivor].Status.PodIP, pw)
+	var serving time.Time
+	for serving.IsZero() && time.Since(start) < 2*serveWithin {
+		ctx, cancel := redisCtx()
+		info, err := surv.ClusterInfo(ctx).Result()
+		cancel()
+		if ci := infoMap(info); err == nil && ci["cluster_state"] == "ok" && ci["cluster_slots_fail"] == "0" &&
+			ci["cluster_slots_pfail"] == "0" && time.Since(start) > nodeTimeout {
+			serving = time.Now()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Writes go through again too (not only the survivor's view).
+	w.waitWrites(100, serveWithin)
+	writing := time.Now()
+	if serving.IsZero() || serving.Sub(start) > serveWithin {
+		t.Errorf("every slot served again %s after node %s was lost, want within %s", since(start, serving), lostNode, serveWithin)
+	}
+
+	f.stop()
+	rc = c.waitSettled(5 * time.Minute)
+	ready := time.Now()
+	w.waitWrites(200, time.Minute)
+	r := w.result()
+	lost, wrong := w.readBack(c.clusterClient(), r.Acked)
+	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; %d master(s) on the lost node; all slots served after %s, writes after %.0fs; Ready %.0fs after the node came back\n",
+		name, len(r.Acked), len(lost)+len(wrong), len(mastersThere), since(start, serving), writing.Sub(start).Seconds(), ready.Sub(writing).Seconds())
+	if len(lost)+len(wrong) > 0 {
+		t.Errorf("%s; %d acknowledged writes lost (first %s), %d with another value", r, len(lost), first(lost), len(wrong))
+	}
+	ids := c.checkConverged(rc)
+	c.checkStatusShards(rc, ids)
+	for _, m := range mastersThere {
+		if got := masterOf(rc, shardOf(rc.Name, m)); got == m {
+			t.Errorf("%s, on the lost node, is master again without a failover", m)
+		}
+	}
+	checkNodeReady(t, lostNode)
+}
+
+// since is d from start to at in seconds, or "never" when at is zero.
+func since(start, at time.Time) string {
+	if at.IsZero() {
+		return "never"
+	}
+	return strconv.FormatFloat(at.Sub(start).Seconds(), 'f', 1, 64) + "s"
+}
+
+// checkNodeReady fails t unless node is Ready with no unreachable or
+// not-ready taint (the lifecycle controller lifts them once it is back).
+func checkNodeReady(t *testing.T, node string) {
+	t.Helper()
+	waitFor(t, "node "+node+" Ready and untainted", 2*time.Minute, func() (bool, string) {
+		var n corev1.Node
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
+			return false, err.Error()
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeUnreachable || taint.Key == corev1.TaintNodeNotReady {
+				return false, "tainted " + taint.Key
+			}
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, string(cond.Status)
+			}
+		}
+		return false, "no Ready condition"
+	})
+}
