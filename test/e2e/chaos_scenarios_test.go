@@ -114,6 +114,12 @@ func testNodeLost(t *testing.T) {
 			nodes[pods[rp].Spec.NodeName] = true
 		}
 	}
+	for i, sh := range rc.Status.Shards {
+		if sh.MasterNode != pods[sh.MasterPod].Spec.NodeName || len(sh.ReplicaNodes) != len(sh.ReplicaPods) {
+			t.Errorf("status.shards[%d] places master %s on %q and replicas %v on %v; the pods run on %s and %v",
+				i, sh.MasterPod, sh.MasterNode, sh.ReplicaPods, sh.ReplicaNodes, pods[sh.MasterPod].Spec.NodeName, nodesOf(pods, sh.ReplicaPods))
+		}
+	}
 	lostNode := pods[masterOf(rc, 0)].Spec.NodeName
 	var mastersThere []string
 	var survivor string // a master pod on another node
@@ -171,6 +177,14 @@ func testNodeLost(t *testing.T) {
 		}
 	}
 	checkNodeReady(t, lostNode)
+}
+
+func nodesOf(pods map[string]corev1.Pod, names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, pods[n].Spec.NodeName)
+	}
+	return out
 }
 
 // since is d from start to at in seconds, or "never" when at is zero.

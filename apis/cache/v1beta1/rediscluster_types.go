@@ -535,6 +535,19 @@ type ShardStatus struct {
 	// +optional
 	ReplicaPods []string `json:"replicaPods,omitempty"`
 
+	// MasterNode is the Kubernetes node the master pod runs on (its
+	// spec.nodeName); empty while the pod is not scheduled.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	MasterNode string `json:"masterNode,omitempty"`
+
+	// ReplicaNodes are the Kubernetes nodes of ReplicaPods, in the same
+	// order ("" for a replica pod not scheduled).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	ReplicaNodes []string `json:"replicaNodes,omitempty"`
+
 	// Slots are the master's slot ranges, for example ["0-5460"].
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16384
@@ -613,6 +626,7 @@ type MigrationStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready Redis pods"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health.status`
+// +kubebuilder:printcolumn:name="Master nodes",type=string,JSONPath=`.status.shards[*].masterNode`,priority=1,description="Node of each shard's master, in shard order"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisCluster struct {
 	metav1.TypeMeta   `json:",inline"`
