@@ -121,11 +121,12 @@ func testNodeLost(t *testing.T) {
 		}
 	}
 	lostNode := pods[masterOf(rc, 0)].Spec.NodeName
-	var mastersThere []string
-	var survivor string // a master pod on another node
+	var mastersThere, heirs []string // the lost node's masters, and their replicas
+	var survivor string               // a master pod on another node
 	for _, sh := range rc.Status.Shards {
 		if pods[sh.MasterPod].Spec.NodeName == lostNode {
 			mastersThere = append(mastersThere, sh.MasterPod)
+			heirs = append(heirs, sh.ReplicaPods...)
 		} else if survivor == "" {
 			survivor = sh.MasterPod
 		}
@@ -140,13 +141,21 @@ func testNodeLost(t *testing.T) {
 	start := time.Now()
 	f := loseNode(t, lostNode, 0)
 	surv := c.nodeClient(pods[survivor].Status.PodIP, pw)
+	// Serving again: a replica of each lost master is master, and a
+	// surviving master sees every slot served (no slot on a failed node).
 	var serving time.Time
 	for serving.IsZero() && time.Since(start) < 2*serveWithin {
 		ctx, cancel := redisCtx()
+		promoted := 0
+		for _, h := range heirs {
+			if r, err := role(ctx, c.nodeClient(pods[h].Status.PodIP, pw)); err == nil && r == "master" {
+				promoted++
+			}
+		}
 		info, err := surv.ClusterInfo(ctx).Result()
 		cancel()
-		if ci := infoMap(info); err == nil && ci["cluster_state"] == "ok" && ci["cluster_slots_fail"] == "0" &&
-			ci["cluster_slots_pfail"] == "0" && time.Since(start) > nodeTimeout {
+		if ci := infoMap(info); promoted == len(mastersThere) && err == nil && ci["cluster_state"] == "ok" &&
+			ci["cluster_slots_fail"] == "0" && ci["cluster_slots_pfail"] == "0" {
 			serving = time.Now()
 		}
 		time.Sleep(200 * time.Millisecond)
