@@ -30,6 +30,7 @@ const serveWithin = nodeTimeout + 25*time.Second
 func TestChaos(t *testing.T) {
 	t.Run("master-packet-loss", testMasterPacketLoss)
 	t.Run("node-lost", testNodeLost)
+	t.Run("drain-every-node", testDrainEveryNode)
 }
 
 // testMasterPacketLoss: shard 0's master sends nothing (100% egress loss in
