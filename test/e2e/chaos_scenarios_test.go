@@ -123,7 +123,7 @@ func testNodeLost(t *testing.T) {
 	}
 	lostNode := pods[masterOf(rc, 0)].Spec.NodeName
 	var mastersThere, heirs []string // the lost node's masters, and their replicas
-	var survivor string               // a master pod on another node
+	var survivor string              // a master pod on another node
 	for _, sh := range rc.Status.Shards {
 		if pods[sh.MasterPod].Spec.NodeName == lostNode {
 			mastersThere = append(mastersThere, sh.MasterPod)
