@@ -28,29 +28,91 @@ const nodeTimeout = 5 * time.Second
 const serveWithin = nodeTimeout + 25*time.Second
 
 func TestChaos(t *testing.T) {
-	t.Run("master-packet-loss", testMasterPacketLoss)
+	t.Run("master-packet-loss", func(t *testing.T) {
+		testMasterFault(t, "master-packet-loss", func(t *testing.T, c *cluster, M string) *fault {
+			return packetLoss(t, M, 100, lossFor)
+		})
+	})
+	// NetworkChaos partition, both directions: the master is cut from
+	// every other Redis pod (the operator and the writer, on the host,
+	// still reach it; it takes writes no replica confirms).
+	t.Run("master-partitioned", func(t *testing.T) {
+		testMasterFault(t, "master-partitioned", func(t *testing.T, c *cluster, M string) *fault {
+			var others []string
+			for _, p := range c.pods() {
+				if p.Status.PodIP != M {
+					others = append(others, p.Status.PodIP)
+				}
+			}
+			return partition(t, []string{M}, others, directionBoth, lossFor)
+		})
+	})
+	// PodChaos freeze: every process of the master's pod stopped.
+	t.Run("master-frozen", func(t *testing.T) {
+		testMasterFault(t, "master-frozen", func(t *testing.T, c *cluster, M string) *fault {
+			return freezePod(t, M, lossFor)
+		})
+	})
+	t.Run("replica-killed", testReplicaKilled)
 	t.Run("node-lost", testNodeLost)
 	t.Run("drain-every-node", testDrainEveryNode)
 }
 
-// testMasterPacketLoss: shard 0's master sends nothing (100% egress loss in
-// its network namespace) for lossFor under WAIT-1 writes. Pass: its
-// replica is promoted, the old master rejoins as a replica once the loss
-// ends, 0 acknowledged writes are lost, and the cluster is Ready again.
-func testMasterPacketLoss(t *testing.T) {
-	const name = "chaos/master-packet-loss"
+// testReplicaKilled: PodChaos container-kill of shard 1's replica (SIGKILL
+// to every process of its pod) under WAIT-1 writes. Pass: the node
+// restarts its container (restart count up), the cluster is settled again
+// with the same master, and 0 acknowledged writes are lost.
+func testReplicaKilled(t *testing.T) {
+	const name = "chaos/replica-killed"
 	scenario(t, name)
-	c := newCluster(t, "chaos-loss", nil)
+	c := newCluster(t, "chaos-kill", nil)
+	rc := c.waitReady(5 * time.Minute)
+	c.checkConverged(rc)
+	master, replica := masterOf(rc, 1), rc.Status.Shards[1].ReplicaPods[0]
+	before := c.pod(replica)
+	w := startWriter(t, c.clusterClient(), "chaos-kill", writerOptions{Wait: true})
+	w.waitWrites(200, time.Minute)
+	start := time.Now()
+	killPod(t, before.Status.PodIP)
+	c.poll("the killed container restarted", 2*time.Minute, func() (bool, string) {
+		p := c.pod(replica)
+		return p.UID == before.UID && restartCount(p) > restartCount(before), fmt.Sprintf("restarts %d", restartCount(p))
+	})
+	rc = c.waitSettled(4 * time.Minute)
+	ready := time.Now()
+	w.waitWrites(200, time.Minute)
+	r := w.result()
+	lost, wrong := w.readBack(c.clusterClient(), r.Acked)
+	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; Ready %.0fs after the kill\n",
+		name, len(r.Acked), len(lost)+len(wrong), ready.Sub(start).Seconds())
+	if len(lost)+len(wrong) > 0 {
+		t.Errorf("%s; %d acknowledged writes lost (first %s), %d with another value", r, len(lost), first(lost), len(wrong))
+	}
+	if got := masterOf(rc, 1); got != master {
+		t.Errorf("shard 1: master %s after its replica was killed, want %s still", got, master)
+	}
+	c.checkConverged(rc)
+}
+
+// testMasterFault: shard 0's master suffers the fault inject makes (for
+// lossFor) under WAIT-1 writes; the product design's chaos test is 100%
+// packet loss. Pass: its replica is promoted, the old master rejoins as a
+// replica once the fault ends, 0 acknowledged writes are lost, and the
+// cluster is Ready again.
+func testMasterFault(t *testing.T, fault string, inject func(t *testing.T, c *cluster, M string) *fault) {
+	name := "chaos/" + fault
+	scenario(t, name)
+	c := newCluster(t, "chaos-"+fault, nil)
 	rc := c.waitReady(5 * time.Minute)
 	c.checkConverged(rc)
 	pw := c.password()
 	master, replica := masterOf(rc, 0), rc.Status.Shards[0].ReplicaPods[0]
 	M, R := c.pod(master).Status.PodIP, c.pod(replica).Status.PodIP
 
-	w := startWriter(t, c.clusterClient(), "chaos-loss", writerOptions{Wait: true})
+	w := startWriter(t, c.clusterClient(), "chaos-"+fault, writerOptions{Wait: true})
 	w.waitWrites(200, time.Minute)
 	start := time.Now()
-	f := packetLoss(t, M, 100, lossFor)
+	f := inject(t, c, M)
 	var promoted time.Time
 	replicaClient := c.nodeClient(R, pw)
 	for promoted.IsZero() && time.Since(start) < lossFor {
@@ -64,7 +126,7 @@ func testMasterPacketLoss(t *testing.T) {
 	f.wait()
 	healed := time.Now()
 	if promoted.IsZero() {
-		t.Errorf("%s was not promoted during %s of 100%% loss from master %s", replica, lossFor, master)
+		t.Errorf("%s was not promoted during %s of %s on master %s", replica, lossFor, fault, master)
 	}
 
 	rc = c.waitSettled(4 * time.Minute)
@@ -72,7 +134,7 @@ func testMasterPacketLoss(t *testing.T) {
 	w.waitWrites(200, time.Minute)
 	r := w.result()
 	lost, wrong := w.readBack(c.clusterClient(), r.Acked)
-	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; replica promoted after %s; Ready %.0fs after the loss ended (%.0fs after it began)\n",
+	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; replica promoted after %s; Ready %.0fs after the fault ended (%.0fs after it began)\n",
 		name, len(r.Acked), len(lost)+len(wrong), since(start, promoted), ready.Sub(healed).Seconds(), ready.Sub(start).Seconds())
 	if len(lost)+len(wrong) > 0 {
 		t.Errorf("%s; %d acknowledged writes lost (first %s), %d with another value", r, len(lost), first(lost), len(wrong))
@@ -85,7 +147,7 @@ func testMasterPacketLoss(t *testing.T) {
 	ctx, cancel := redisCtx()
 	defer cancel()
 	if got, err := role(ctx, c.nodeClient(c.pod(master).Status.PodIP, pw)); got != "slave" {
-		t.Errorf("%s is %q after the loss (%v), want a replica", master, got, err)
+		t.Errorf("%s is %q after the %s (%v), want a replica", master, got, fault, err)
 	}
 }
 
