@@ -129,7 +129,14 @@ func testMasterFault(t *testing.T, fault string, inject func(t *testing.T, c *cl
 		t.Errorf("%s was not promoted during %s of %s on master %s", replica, lossFor, fault, master)
 	}
 
-	rc = c.waitSettled(4 * time.Minute)
+	// Settled, and the status names the promoted master: a settled
+	// status may still be the one written before the fault (the operator
+	// observes a settled cluster every resync period).
+	c.waitSettled(4 * time.Minute)
+	c.poll("the status naming "+replica+" master", 2*time.Minute, func() (bool, string) {
+		rc = c.get()
+		return masterOf(rc, 0) == replica && isReady(rc), statusSummary(rc)
+	})
 	ready := time.Now()
 	w.waitWrites(200, time.Minute)
 	r := w.result()
