@@ -32,6 +32,9 @@ type podInfo struct {
 	// scheduled), or "not running". "" when Up.
 	State       string
 	Terminating bool
+	// Node is the Kubernetes node the pod is bound to, "" before it is
+	// scheduled.
+	Node string
 	// Hash is the pod's TemplateHashAnnotation.
 	Hash    string
 	Created time.Time
@@ -112,6 +115,7 @@ func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) s
 			Up:          podUp(p),
 			State:       podState(p),
 			Terminating: p.DeletionTimestamp != nil,
+			Node:        p.Spec.NodeName,
 			Hash:        p.Annotations[resources.TemplateHashAnnotation],
 			Created:     p.CreationTimestamp.Time,
 		})
@@ -220,6 +224,9 @@ func podsSummary(shards []*shardPods, now time.Time) status.Pods {
 		have := map[int]podInfo{}
 		for _, p := range s.Pods {
 			have[p.Ordinal] = p
+			if p.Node != "" {
+				o.SetNode(p.Name, p.Node)
+			}
 		}
 		for ord := 0; ord < s.Expected; ord++ {
 			p, ok := have[ord]

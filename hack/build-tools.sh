@@ -2,6 +2,7 @@
 # Builds the real control-plane binaries that envtest runs (KUBEBUILDER_ASSETS=bin):
 #   bin/kube-apiserver, bin/kube-controller-manager  from k8s.io/kubernetes (hack/tools/kubernetes)
 #   bin/kube-proxy                                   from k8s.io/kubernetes (the local plane's Services)
+#   bin/kube-scheduler                               from k8s.io/kubernetes (the local plane's scheduler)
 #   bin/kubectl                                      from k8s.io/kubernetes (hack/tools/kubectl; demo, dev-up)
 #   bin/etcd                                         from go.etcd.io/etcd/server/v3 (hack/tools/etcd)
 # Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
@@ -65,7 +66,7 @@ build() {
   built=1
 }
 
-# kube-apiserver, kube-controller-manager and kube-proxy, with the version variables that
+# kube-apiserver, kube-controller-manager, kube-proxy and kube-scheduler, with the version variables that
 # Kubernetes' own release build sets (hack/lib/version.sh), so --version and
 # /version report the release rather than v0.0.0-master.
 kube_dir="${tools}/kubernetes"
@@ -81,7 +82,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kube_ldflags+=" -X ${pkg}.gitMinor=${kube_minor} -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${kube_date}"
 done
 kube_stamp="$(stamp "${kube_dir}" k8s.io/kubernetes "${kube_version}" "${kube_ldflags}")"
-for name in kube-apiserver kube-controller-manager kube-proxy; do
+for name in kube-apiserver kube-controller-manager kube-proxy kube-scheduler; do
   if up_to_date "${name}" "${kube_stamp}"; then
     echo "build-tools: bin/${name} is up to date (k8s.io/kubernetes ${kube_version})"
   else

@@ -184,8 +184,8 @@ demo() {
     die "the RedisCluster did not become Ready"
   fi
 
-  say "kubectl get redisclusters"
-  kubectl get redisclusters
+  say "kubectl get redisclusters -o wide (the node of each shard's master)"
+  kubectl get redisclusters -o wide
   kubectl get pods -o wide
   local ip
   ip=$(first_pod_ip)

@@ -168,7 +168,7 @@ func TestStatefulSetShape(t *testing.T) {
 		}
 	}
 	aff := pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-	if len(aff) != 1 || !maps.Equal(aff[0].PodAffinityTerm.LabelSelector.MatchLabels, want) {
+	if len(aff) != 2 || !maps.Equal(aff[0].PodAffinityTerm.LabelSelector.MatchLabels, want) {
 		t.Errorf("default anti-affinity %+v", aff)
 	}
 	if *pod.AutomountServiceAccountToken {
@@ -193,8 +193,8 @@ func TestStatefulSetExporterAndAffinity(t *testing.T) {
 	if env["REDIS_ADDR"].Value != "redis://$(POD_IP):6379" || env["REDIS_PASSWORD"].ValueFrom.SecretKeyRef.Name != "cache-auth" {
 		t.Errorf("exporter env %+v", env)
 	}
-	if pod.Affinity != custom {
-		t.Error("spec.pod.affinity does not replace the default")
+	if pod.Affinity.NodeAffinity == nil || len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 2 {
+		t.Errorf("spec.pod.affinity does not add to the default: %+v", pod.Affinity)
 	}
 	if svc := HeadlessService(rc); len(svc.Spec.Ports) != 3 || svc.Spec.Ports[2].Port != ExporterPort {
 		t.Errorf("headless ports %+v", svc.Spec.Ports)

@@ -97,10 +97,7 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PodTemplateSpe
 	if rc.Spec.Exporter.Enabled {
 		containers = append(containers, exporterContainer(rc))
 	}
-	affinity := rc.Spec.Pod.Affinity
-	if affinity == nil {
-		affinity = shardAntiAffinity(rc.Name, shard)
-	}
+	affinity, spread := placement(rc, shard)
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -114,7 +111,7 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PodTemplateSpe
 			NodeSelector:                  rc.Spec.Pod.NodeSelector,
 			Affinity:                      affinity,
 			Tolerations:                   rc.Spec.Pod.Tolerations,
-			TopologySpreadConstraints:     rc.Spec.Pod.TopologySpreadConstraints,
+			TopologySpreadConstraints:     spread,
 			PriorityClassName:             rc.Spec.Pod.PriorityClassName,
 		},
 	}
@@ -260,21 +257,6 @@ func containerSecurityContext() *corev1.SecurityContext {
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
-}
-
-// shardAntiAffinity keeps a shard's pods on different nodes when it can
-// (preferred, so a small cluster still schedules), so losing one node does
-// not take a master and its replica together.
-func shardAntiAffinity(rc string, shard int) *corev1.Affinity {
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-			Weight: 100,
-			PodAffinityTerm: corev1.PodAffinityTerm{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: ShardSelector(rc, shard)},
-				TopologyKey:   corev1.LabelHostname,
-			},
-		}},
-	}}
 }
 
 func volumeClaimTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PersistentVolumeClaim {

@@ -100,6 +100,16 @@ type Pods struct {
 	// States says why each NotReady pod is not ready, as kubectl would show
 	// it ("Pending", "CrashLoopBackOff", "missing", "not ready").
 	States map[string]string
+	// Nodes maps each scheduled pod to the Kubernetes node it is bound to.
+	Nodes map[string]string
+}
+
+// SetNode records the node pod is bound to.
+func (p *Pods) SetNode(pod, node string) {
+	if p.Nodes == nil {
+		p.Nodes = map[string]string{}
+	}
+	p.Nodes[pod] = node
 }
 
 // SetState records why pod is not ready.
@@ -511,7 +521,7 @@ func Apply(rc *cachev1beta1.RedisCluster, o *Observation, now time.Time, succeed
 	rc.Status.ReadyReplicas = int32(o.Pods.Ready)
 	rc.Status.Selector = labels.SelectorFromSet(resources.ClusterSelector(rc.Name)).String()
 	if t := o.Topology; t != nil {
-		rc.Status.Shards = keepLastKnownMasters(t.Shards, o.PreviousShards)
+		rc.Status.Shards = placeShards(keepLastKnownMasters(t.Shards, o.PreviousShards), o.Pods.Nodes)
 		rc.Status.CurrentShards = int32(t.CurrentShards)
 		rc.Status.Migration = nil
 		if MigrationUnfinished(t.Migration) {

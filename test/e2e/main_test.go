@@ -86,7 +86,7 @@ func setupSuite() (*suite, error) {
 		return nil, err
 	}
 	s := &suite{root: root, binDir: filepath.Join(root, "bin"), fixtureDir: os.Getenv("E2E_FIXTURE_DIR")}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(s.binDir, b)); err != nil {
 			return nil, fmt.Errorf("%s is missing: run `make tools` first", filepath.Join(s.binDir, b))
 		}

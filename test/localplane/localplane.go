@@ -1,7 +1,8 @@
 // Package localplane runs a single-machine Kubernetes whose pods are local
-// processes: etcd, kube-apiserver and kube-controller-manager on
-// 127.0.0.1 (see internal/controlplane) and one process node (see
-// internal/node) that schedules pods to itself, gives each its own
+// processes: etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler on 127.0.0.1 (see internal/controlplane) and process
+// nodes (see internal/node; three by default, one per zone) that each
+// give their pods their own
 // 127.x.y.z address (or, with Options.PodNetwork, its own network
 // namespace, with kube-proxy and a cluster DNS; see internal/podnet), runs its containers as processes with their volumes
 // mounted at their container paths, and provisions a directory-backed
@@ -23,8 +24,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -37,8 +40,17 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 )
 
-// DefaultNodeName is the name of the process node.
+// DefaultNodeName is the name of the process node, or the prefix of the
+// nodes' names when there are several (DefaultNodeName-1, -2, ...).
 const DefaultNodeName = "localplane"
+
+// DefaultNodes is how many process nodes a plane has unless
+// Options.Nodes says otherwise.
+const DefaultNodes = 3
+
+// Zones are the topology.kubernetes.io/zone labels of the nodes, given in
+// turn: node i is in Zones[i%len(Zones)].
+var Zones = []string{"zone-a", "zone-b", "zone-c"}
 
 // Options configure Start.
 type Options struct {
@@ -50,8 +62,12 @@ type Options struct {
 	// BinDir holds etcd, kube-apiserver and kube-controller-manager.
 	// Required.
 	BinDir string
-	// NodeName names the process node; DefaultNodeName when empty.
+	// NodeName names the process node, or prefixes the names of several
+	// (NodeName-1, ...); DefaultNodeName when empty.
 	NodeName string
+	// Nodes is how many process nodes to run; DefaultNodes when zero.
+	// With one, it is named NodeName and has no zone label.
+	Nodes int
 	// StartTimeout bounds the start of each part; 2 minutes when zero.
 	StartTimeout time.Duration
 	// PodNetwork gives every pod its own network namespace with an IP in
@@ -76,20 +92,27 @@ type Plane struct {
 	RESTConfig *rest.Config
 	// Client is an admin clientset.
 	Client kubernetes.Interface
-	// NodeName is the name of the process node.
+	// NodeName is the name of the first process node.
 	NodeName string
+	// Nodes are the names of all process nodes, in order.
+	Nodes []string
 	// DNS is the cluster DNS server's address (host:53) with
 	// Options.PodNetwork, reachable from pods and the host; empty without.
 	DNS string
 
-	cp      *controlplane.ControlPlane
-	network *podnet.Network
-	node    *node.Node
-	logFile *os.File
+	cp       *controlplane.ControlPlane
+	network  *podnet.Network
+	services *node.Services
+	logFile  *os.File
+
+	ctx    context.Context // Start's, which bounds the nodes' lives
+	mu     sync.Mutex
+	nodes  map[string]*node.Node // running (not lost) nodes
+	config map[string]node.Config
 }
 
-// Start runs the control plane and the process node and returns once the
-// node is Ready and pods can be created in the default namespace (its
+// Start runs the control plane and the process nodes and returns once the
+// nodes are Ready and schedulable and pods can be created in the default namespace (its
 // service account exists). Processes of an earlier plane with the same
 // StateDir that crashed are killed first. Component logs are in
 // <StateDir>/logs. On error everything started is stopped.
@@ -99,6 +122,9 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	}
 	if o.NodeName == "" {
 		o.NodeName = DefaultNodeName
+	}
+	if o.Nodes == 0 {
+		o.Nodes = DefaultNodes
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
@@ -119,7 +145,17 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		return nil, fmt.Errorf("localplane: %w", err)
 	}
 	redirectKlog(logFile)
-	p := &Plane{StateDir: stateDir, NodeName: o.NodeName, logFile: logFile}
+	p := &Plane{StateDir: stateDir, logFile: logFile, nodes: map[string]*node.Node{}, config: map[string]node.Config{}, ctx: ctx}
+	zones := make([]string, o.Nodes)
+	if o.Nodes == 1 {
+		p.Nodes = []string{o.NodeName}
+	} else {
+		for i := range o.Nodes {
+			p.Nodes = append(p.Nodes, fmt.Sprintf("%s-%d", o.NodeName, i+1))
+			zones[i] = Zones[i%len(Zones)]
+		}
+	}
+	p.NodeName = p.Nodes[0]
 	ok := false
 	defer func() {
 		if !ok {
@@ -127,12 +163,12 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		}
 	}()
 
-	cpOpts := controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout}
+	cpOpts := controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout, Nodes: o.Nodes}
 	if o.PodNetwork {
 		if p.network, err = podnet.Open(stateDir); err != nil {
 			return nil, err
 		}
-		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, o.NodeName
+		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, p.NodeName
 		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
 		p.DNS = net.JoinHostPort(p.network.Gateway, "53")
 	}
@@ -153,15 +189,28 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.node, err = node.Start(ctx, node.Config{
-		Name: o.NodeName, StateDir: stateDir, Client: nodeClient,
-		APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.Kubelet,
-		PKI: p.cp.PKI, BinDir: binDir, Network: p.network, Log: slog.New(slog.NewTextHandler(logFile, nil)),
-	})
+	log := slog.New(slog.NewTextHandler(logFile, nil))
+	p.services, err = node.StartServices(ctx, node.ServicesConfig{StateDir: stateDir, Client: nodeClient,
+		APIPort: p.cp.Ports.APIServer, Network: p.network, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	for i, name := range p.Nodes {
+		p.config[name] = node.Config{
+			Name: name, Zone: zones[i], StateDir: stateDir, Client: nodeClient,
+			APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.KubeletPort(i),
+			PKI: p.cp.PKI, BinDir: binDir, Network: p.network, Log: log.With("node", name),
+		}
+	}
+	for _, name := range p.Nodes {
+		if err := p.RestoreNode(name); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.waitServiceAccount(ctx, o.StartTimeout); err != nil {
+		return nil, err
+	}
+	if err := p.waitNodesSchedulable(ctx, o.StartTimeout); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -205,9 +254,17 @@ func (p *Plane) Err() error {
 // manager, the API server and etcd, leaving no process behind. The state
 // directory stays. Stop is idempotent.
 func (p *Plane) Stop() {
-	if p.node != nil {
-		p.node.Stop(10 * time.Second)
-		p.node = nil
+	p.mu.Lock()
+	var wg sync.WaitGroup
+	for name, n := range p.nodes {
+		wg.Go(func() { n.Stop(10 * time.Second) })
+		delete(p.nodes, name)
+	}
+	p.mu.Unlock()
+	wg.Wait()
+	if p.services != nil {
+		p.services.Stop()
+		p.services = nil
 	}
 	if p.cp != nil {
 		p.cp.Stop()
@@ -234,4 +291,34 @@ func redirectKlog(w *os.File) {
 	_ = fs.Set("alsologtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(w)
+}
+
+// waitNodesSchedulable waits until no node carries the not-ready taint
+// that the API server's TaintNodesByCondition admission puts on a new
+// Node and the node lifecycle controller lifts once the node is Ready.
+func (p *Plane) waitNodesSchedulable(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		nodes, err := p.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		pending := 0
+		if err == nil {
+			for _, n := range nodes.Items {
+				for _, t := range n.Spec.Taints {
+					if t.Key == corev1.TaintNodeNotReady {
+						pending++
+					}
+				}
+			}
+		}
+		if err == nil && pending == 0 && len(nodes.Items) >= len(p.Nodes) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localplane: nodes still tainted %s (is the node lifecycle controller running? see %s): %w",
+				corev1.TaintNodeNotReady, controlplane.LogDir(p.StateDir), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -366,8 +366,11 @@ type NetworkPolicySpec struct {
 	Monitoring []networkingv1.NetworkPolicyPeer `json:"monitoring,omitempty"`
 }
 
-// PodSpec holds placement and metadata of the Redis pods. Unless Affinity is
-// set, the pods of one shard repel each other (preferred pod anti-affinity).
+// PodSpec holds placement and metadata of the Redis pods. By default (all
+// preferred, never blocking) the pods of one shard go to different nodes and
+// zones, and the shards' first pods (the masters a new cluster starts with)
+// spread evenly over zones and nodes; Affinity and TopologySpreadConstraints
+// add to that default.
 type PodSpec struct {
 	// Annotations are added to every Redis pod.
 	// +optional
@@ -381,7 +384,10 @@ type PodSpec struct {
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Affinity replaces the default per-shard anti-affinity.
+	// Affinity adds to the default placement: its node and pod affinity and
+	// its required pod anti-affinity as given, its preferred pod
+	// anti-affinity terms after the default ones (which keep the pods of a
+	// shard on different nodes, weight 100, and zones, weight 50).
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
@@ -391,7 +397,10 @@ type PodSpec struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// TopologySpreadConstraints of the pods.
+	// TopologySpreadConstraints of the pods, after the default ones (the
+	// shards' first pods spread over topology.kubernetes.io/zone and
+	// kubernetes.io/hostname, maxSkew 1, ScheduleAnyway); a constraint with
+	// the topologyKey and whenUnsatisfiable of a default one replaces it.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional
@@ -535,6 +544,19 @@ type ShardStatus struct {
 	// +optional
 	ReplicaPods []string `json:"replicaPods,omitempty"`
 
+	// MasterNode is the Kubernetes node the master pod runs on (its
+	// spec.nodeName); empty while the pod is not scheduled.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	MasterNode string `json:"masterNode,omitempty"`
+
+	// ReplicaNodes are the Kubernetes nodes of ReplicaPods, in the same
+	// order ("" for a replica pod not scheduled).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	ReplicaNodes []string `json:"replicaNodes,omitempty"`
+
 	// Slots are the master's slot ranges, for example ["0-5460"].
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16384
@@ -613,6 +635,7 @@ type MigrationStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready Redis pods"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health.status`
+// +kubebuilder:printcolumn:name="Master nodes",type=string,JSONPath=`.status.shards[*].masterNode`,priority=1,description="Node of each shard's master, in shard order"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -406,6 +406,11 @@ func (in *ShardStatus) DeepCopyInto(out *ShardStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.ReplicaNodes != nil {
+		in, out := &in.ReplicaNodes, &out.ReplicaNodes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Slots != nil {
 		in, out := &in.Slots, &out.Slots
 		*out = make([]string, len(*in))

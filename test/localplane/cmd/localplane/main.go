@@ -1,10 +1,16 @@
 // Command localplane runs the local plane (see package localplane) from a
 // shell.
 //
-//	localplane up   --state-dir DIR [--bin-dir DIR] [--node-name NAME]
-//	    Start the plane and run until SIGINT or SIGTERM, then stop every
-//	    process it started. Writes DIR/kubeconfig, DIR/localplane.pid, and
-//	    DIR/ready once the plane is usable.
+//	localplane up   --state-dir DIR [--bin-dir DIR] [--node-name NAME] [--nodes N]
+//	    Start the plane (N process nodes, default 3, in zones zone-a, -b,
+//	    -c) and run until SIGINT or SIGTERM, then stop every process it
+//	    started. Writes DIR/kubeconfig, DIR/localplane.pid, and DIR/ready
+//	    once the plane is usable, and takes node commands on
+//	    DIR/control.sock.
+//	localplane node lose|restore --state-dir DIR NODE
+//	    Make a node of the running plane fail as a machine that lost power
+//	    (its pods' processes killed, its lease no longer renewed), or boot
+//	    it again (see Plane.LoseNode, Plane.RestoreNode).
 //	localplane wait --state-dir DIR [--timeout 3m]
 //	    Wait until the plane started by `up` in DIR is ready.
 //	localplane down --state-dir DIR [--timeout 1m]
@@ -42,6 +48,8 @@ func main() {
 		err = wait(os.Args[2:])
 	case "down":
 		err = down(os.Args[2:])
+	case "node":
+		err = nodeCommand(os.Args[2:])
 	default:
 		usage()
 	}
@@ -52,7 +60,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localplane up|wait|down --state-dir DIR [flags]")
+	fmt.Fprintln(os.Stderr, "usage: localplane up|wait|down|node --state-dir DIR [flags]")
 	os.Exit(2)
 }
 
@@ -63,7 +71,8 @@ func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	stateDir := fs.String("state-dir", "", "directory for the plane's state (required)")
 	binDir := fs.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
-	nodeName := fs.String("node-name", localplane.DefaultNodeName, "name of the process node")
+	nodeName := fs.String("node-name", localplane.DefaultNodeName, "name of the process node, or prefix of the nodes' names")
+	nodes := fs.Int("nodes", localplane.DefaultNodes, "number of process nodes")
 	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) != "0",
 		"a network namespace per pod, kube-proxy and cluster DNS (default on; off with $"+localplane.PodNetworkEnv+"=0)")
 	_ = fs.Parse(args)
@@ -85,17 +94,20 @@ func up(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	p, err := localplane.Start(ctx, localplane.Options{StateDir: *stateDir, BinDir: *binDir, NodeName: *nodeName,
-		PodNetwork: *podNetwork})
+		Nodes: *nodes, PodNetwork: *podNetwork})
 	if err != nil {
 		return err
 	}
 	defer p.Stop()
+	if err := serveControl(ctx, p); err != nil {
+		return err
+	}
 	if err := os.WriteFile(readyFile(*stateDir), []byte(p.Kubeconfig+"\n"), 0o644); err != nil {
 		return err
 	}
 	defer os.Remove(readyFile(*stateDir))
-	fmt.Printf("Local plane is up (node %q, logs in %s).\n  export KUBECONFIG=%s\nStop it with Ctrl-C or `localplane down --state-dir %s`.\n",
-		p.NodeName, controlplane.LogDir(p.StateDir), p.Kubeconfig, p.StateDir)
+	fmt.Printf("Local plane is up (nodes %s, logs in %s).\n  export KUBECONFIG=%s\nStop it with Ctrl-C or `localplane down --state-dir %s`.\n",
+		strings.Join(p.Nodes, ", "), controlplane.LogDir(p.StateDir), p.Kubeconfig, p.StateDir)
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()

@@ -1,6 +1,6 @@
-// Package controlplane runs etcd, kube-apiserver and kube-controller-manager
-// as local processes on 127.0.0.1 with generated certificates, and writes an
-// admin kubeconfig.
+// Package controlplane runs etcd, kube-apiserver, kube-controller-manager
+// and kube-scheduler as local processes on 127.0.0.1 with generated
+// certificates, and writes an admin kubeconfig.
 //
 // Layout under the state directory:
 //
@@ -63,13 +63,24 @@ var Controllers = []string{
 	"clusterrole-aggregation-controller",
 	"ttl-after-finished-controller",
 	"ephemeral-volume-controller",
+	"node-lifecycle-controller",
+	"taint-eviction-controller",
 }
+
+// NodeMonitorGracePeriod is how long a node's lease and status may go
+// without renewal before the node lifecycle controller marks it NotReady
+// (condition Ready=Unknown) and taints it node.kubernetes.io/unreachable.
+// The process nodes renew their leases every 10 s (virtual-kubelet's
+// 40 s lease, renewed at a quarter of it), so three renewals may be missed
+// on a busy machine; the kubelet's default is 40 s.
+const NodeMonitorGracePeriod = 30 * time.Second
 
 // Options configure Start.
 type Options struct {
 	// StateDir holds everything the plane writes; created if missing.
 	StateDir string
-	// BinDir holds the etcd, kube-apiserver and kube-controller-manager binaries.
+	// BinDir holds the etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler binaries.
 	BinDir string
 	// StartTimeout bounds the wait for each component to become ready.
 	StartTimeout time.Duration
@@ -85,6 +96,9 @@ type Options struct {
 	KubeProxy string
 	// NodeName is the node kube-proxy serves (with KubeProxy).
 	NodeName string
+	// Nodes is how many process nodes need a kubelet port (Ports.Kubelets);
+	// at least 1.
+	Nodes int
 }
 
 // Ports are the loopback ports the control plane listens on.
@@ -92,8 +106,19 @@ type Ports struct {
 	EtcdClient int `json:"etcdClient"`
 	EtcdPeer   int `json:"etcdPeer"`
 	APIServer  int `json:"apiServer"`
-	// Kubelet is the port of the process node's kubelet API (logs, exec).
+	// Kubelet is the port of the first process node's kubelet API (logs,
+	// exec).
 	Kubelet int `json:"kubelet"`
+	// Kubelets are the kubelet ports of the other nodes, in order.
+	Kubelets []int `json:"kubelets,omitempty"`
+}
+
+// KubeletPort is the kubelet port of node i (0-based).
+func (p Ports) KubeletPort(i int) int {
+	if i == 0 {
+		return p.Kubelet
+	}
+	return p.Kubelets[i-1]
 }
 
 // ControlPlane is a running etcd, API server and controller manager.
@@ -147,7 +172,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
 	}
-	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 	if o.KubeProxy != "" {
 		bins = append(bins, "kube-proxy")
 	}
@@ -164,7 +189,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
-	ports, err := ensurePorts(filepath.Join(o.StateDir, "ports.json"))
+	ports, err := ensurePorts(filepath.Join(o.StateDir, "ports.json"), max(o.Nodes, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -247,9 +272,6 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--authorization-mode=RBAC",
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-		// No node-lifecycle controller runs, so nothing would lift the
-		// not-ready taint this plugin puts on new nodes.
-		"--disable-admission-plugins=TaintNodesByCondition",
 		"--kubelet-client-certificate="+files.ClientCert(pki.KubeletClient),
 		"--kubelet-client-key="+files.ClientKey(pki.KubeletClient),
 		"--kubelet-certificate-authority="+files.CACert(),
@@ -285,6 +307,19 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
+		"--profiling=false",
+		"--node-monitor-period=2s",
+		"--node-monitor-grace-period="+NodeMonitorGracePeriod.String(),
+	); err != nil {
+		return nil, err
+	}
+	// The real scheduler: affinity, anti-affinity, topology spread, taints
+	// and tolerations, volume binding, preemption, with its default
+	// profile. Its client is in system:masters like every identity here.
+	if _, err := cp.start("kube-scheduler", filepath.Join(o.BinDir, "kube-scheduler"),
+		"--kubeconfig="+cmKubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
 		"--profiling=false",
 	); err != nil {
 		return nil, err
@@ -394,8 +429,9 @@ func writeKubeconfig(path, server string, files pki.Files, id string) error {
 }
 
 // ensurePorts reads the ports of an earlier run from path and keeps those
-// still free; the rest are picked anew. The result is written back.
-func ensurePorts(path string) (Ports, error) {
+// still free; the rest are picked anew, with kubelet ports for nodes
+// nodes. The result is written back.
+func ensurePorts(path string, nodes int) (Ports, error) {
 	var p Ports
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &p); err != nil {
@@ -403,7 +439,14 @@ func ensurePorts(path string) (Ports, error) {
 		}
 	}
 	taken := map[int]bool{}
-	for _, port := range []*int{&p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.Kubelet} {
+	for len(p.Kubelets) < nodes-1 {
+		p.Kubelets = append(p.Kubelets, 0)
+	}
+	all := []*int{&p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.Kubelet}
+	for i := range p.Kubelets {
+		all = append(all, &p.Kubelets[i])
+	}
+	for _, port := range all {
 		if *port == 0 || taken[*port] || !portFree(*port) {
 			free, err := freePort(taken)
 			if err != nil {

@@ -22,7 +22,9 @@ type ipAllocator struct {
 	used map[string]bool
 }
 
-func newIPAllocator() *ipAllocator { return &ipAllocator{used: map[string]bool{}} }
+// loopbackIPs is shared by every process node of this process, so two
+// nodes never hand out the same address.
+var loopbackIPs = &ipAllocator{used: map[string]bool{}}
 
 func (a *ipAllocator) allocate() (string, error) {
 	a.mu.Lock()

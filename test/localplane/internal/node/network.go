@@ -18,7 +18,7 @@ import (
 // the node has a pod network, else a free loopback address.
 func (n *Node) podAddress() (string, *podnet.Pod, error) {
 	if n.network == nil {
-		ip, err := n.ips.allocate()
+		ip, err := loopbackIPs.allocate()
 		return ip, nil, err
 	}
 	p, err := n.network.Add()
@@ -31,7 +31,7 @@ func (n *Node) podAddress() (string, *podnet.Pod, error) {
 // releaseAddress frees a stopped pod's IP and removes its namespace.
 func (n *Node) releaseAddress(pr *podRuntime) {
 	if pr.netns == nil {
-		n.ips.release(pr.ip)
+		loopbackIPs.release(pr.ip)
 		return
 	}
 	if err := n.network.Remove(*pr.netns); err != nil {

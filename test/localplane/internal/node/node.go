@@ -2,8 +2,10 @@
 // whose pods run as local processes. virtual-kubelet
 // (github.com/virtual-kubelet/virtual-kubelet) registers the Node, keeps
 // its lease, feeds pod events to this package's provider and writes pod
-// statuses back; this package runs the pods, binds unscheduled pods to the
-// node, and provisions a PersistentVolume for every claim.
+// statuses back; this package runs the pods. A plane runs several nodes
+// in one process (each its own Node object, lease and pods; kube-scheduler
+// places pods on them) and one Services: the volume provisioner, the
+// API relay and the cluster DNS, which outlive any node.
 //
 // Each pod gets its own address in 127.64.0.0/10, or, with a pod network
 // (Config.Network), its own network namespace and an address in
@@ -30,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,16 +55,16 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/redis-operator/redis-operator/test/localplane/internal/clusterdns"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/pki"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
-	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
 // Config configures a process node.
 type Config struct {
-	// Name of the Node object.
+	// Name of the Node object (also its kubernetes.io/hostname label).
 	Name string
+	// Zone, when set, is the node's topology.kubernetes.io/zone label.
+	Zone string
 	// StateDir holds pods/ (per-pod directories and logs) and volumes/
 	// (claim data, kept across pod restarts).
 	StateDir string
@@ -82,8 +83,9 @@ type Config struct {
 	BinDir string
 	// Network, when set, gives every pod its own network namespace and an
 	// IP from it (see package podnet); pods then reach the API server
-	// through a relay on the network's gateway. When nil, pods share the
-	// machine's network stack with addresses in 127.64.0.0/10.
+	// through the relay Services runs on the network's gateway. When nil,
+	// pods share the machine's network stack with addresses in
+	// 127.64.0.0/10.
 	Network *podnet.Network
 	Log     *slog.Logger
 }
@@ -98,7 +100,6 @@ type Node struct {
 	binDir   string
 	name     string
 	hostIP   string
-	ips      *ipAllocator
 	network  *podnet.Network
 	env      *envResolver
 
@@ -114,11 +115,9 @@ type Node struct {
 	dying    map[types.UID]*podRuntime // pods being stopped
 	notifyCb func(*corev1.Pod)
 
-	vk    *nodeutil.Node
-	relay *apiRelay          // nil without a pod network
-	dns   *clusterdns.Server // nil without a pod network
-	bg    sync.WaitGroup
-	stop  sync.Once
+	vk   *nodeutil.Node
+	bg   sync.WaitGroup
+	stop sync.Once
 }
 
 // PodsDir is where pod directories (and their process records) live.
@@ -127,9 +126,10 @@ func PodsDir(stateDir string) string { return filepath.Join(stateDir, "pods") }
 // VolumesDir is where claim volumes live.
 func VolumesDir(stateDir string) string { return filepath.Join(stateDir, "volumes") }
 
-// Start registers the node and starts serving pods, the scheduler and the
-// volume provisioner. Processes left by an earlier run that crashed are
-// killed first. It returns once the node is Ready.
+// Start registers the node (or takes over its existing Node object, as a
+// rebooted kubelet does: the pods bound to it start again) and starts
+// serving its pods. Start StartServices first, which also sweeps what a
+// crashed run left. It returns once the node is Ready.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" || cfg.StateDir == "" || cfg.Client == nil || cfg.Log == nil {
 		return nil, errors.New("node: Name, StateDir, Client and Log are required")
@@ -142,22 +142,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("node: must run as root (pods get their own mount namespaces and users)")
 	}
-	if _, err := proctree.Sweep(PodsDir(cfg.StateDir)); err != nil {
-		return nil, fmt.Errorf("node: killing leftovers of an earlier run: %w", err)
-	}
-	if err := os.RemoveAll(PodsDir(cfg.StateDir)); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{PodsDir(cfg.StateDir), VolumesDir(cfg.StateDir)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	n := &Node{
 		ctx: ctx, cancel: cancel, client: cfg.Client, log: cfg.Log, stateDir: cfg.StateDir, binDir: cfg.BinDir,
-		name: cfg.Name, hostIP: "127.0.0.1", ips: newIPAllocator(), network: cfg.Network,
+		name: cfg.Name, hostIP: "127.0.0.1", network: cfg.Network,
 		pods: map[string]*podRuntime{}, dying: map[types.UID]*podRuntime{},
 	}
 	n.events = record.NewBroadcaster()
@@ -180,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.configMaps, n.secrets, n.podLister = pc.ConfigMaps, pc.Secrets, pc.Pods
 			n.env = &envResolver{configMaps: pc.ConfigMaps, secrets: pc.Secrets,
 				apiHost: apiHost, apiPort: cfg.APIPort, nodeName: cfg.Name, hostIP: n.hostIP}
-			describeNode(pc.Node, cfg.Name, n.hostIP, cfg.KubeletPort)
+			describeNode(pc.Node, cfg.Name, cfg.Zone, n.hostIP, cfg.KubeletPort)
 			return n, nil, nil
 		},
 		nodeutil.WithClient(cfg.Client),
@@ -209,25 +198,24 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Stop(0)
 		return nil, fmt.Errorf("node: not ready: %w", err)
 	}
-	if n.network != nil {
-		if n.relay, err = startAPIRelay(n.network.Gateway, cfg.APIPort); err != nil {
-			n.Stop(0)
-			return nil, fmt.Errorf("node: API relay for pods: %w", err)
-		}
-		if n.dns, err = clusterdns.Start(ctx, cfg.Client, net.JoinHostPort(n.network.Gateway, "53")); err != nil {
-			n.Stop(0)
-			return nil, fmt.Errorf("node: %w", err)
-		}
-	}
-	n.bg.Go(func() { runScheduler(ctx, n) })
-	n.bg.Go(func() { runProvisioner(ctx, n) })
 	return n, nil
 }
 
 // Stop stops every pod's processes (SIGTERM, then SIGKILL after grace; no
 // preStop hooks, and pod objects are left in the API, as when a node goes
 // down) and the node's controllers. It is idempotent.
-func (n *Node) Stop(grace time.Duration) {
+func (n *Node) Stop(grace time.Duration) { n.halt(grace, false) }
+
+// Crash stops the node as a machine that lost power would: the lease and
+// status updates stop at once (kube-controller-manager's node lifecycle
+// controller then marks the Node NotReady and taints it), every pod's
+// processes get SIGKILL with no hook and no SIGTERM, the pods' directories
+// and addresses are freed, and the pod objects stay as they were. Start a
+// Node of the same name to bring it back. Crash after Stop, or twice, does
+// nothing.
+func (n *Node) Crash() { n.halt(0, true) }
+
+func (n *Node) halt(grace time.Duration, crash bool) {
 	n.stop.Do(func() {
 		n.cancel()
 		n.mu.Lock()
@@ -239,6 +227,11 @@ func (n *Node) Stop(grace time.Duration) {
 			all = append(all, pr)
 		}
 		n.mu.Unlock()
+		if crash {
+			for _, pr := range all {
+				pr.killNow()
+			}
+		}
 		var wg sync.WaitGroup
 		for _, pr := range all {
 			wg.Go(func() { pr.terminate(grace, false) })
@@ -251,15 +244,12 @@ func (n *Node) Stop(grace time.Duration) {
 		wg.Wait()
 		hurry.Stop()
 		for _, pr := range all {
-			if pr.netns != nil {
+			if pr.netns != nil || crash {
 				n.releaseAddress(pr)
 			}
-		}
-		if n.relay != nil {
-			_ = n.relay.close()
-		}
-		if n.dns != nil {
-			n.dns.Stop()
+			if crash {
+				_ = os.RemoveAll(pr.dir)
+			}
 		}
 		n.bg.Wait()
 		n.events.Shutdown()
@@ -271,8 +261,13 @@ func (n *Node) event(pod *corev1.Pod, kind, reason, msg string) {
 }
 
 // describeNode fills in the Node object: addresses, the kubelet endpoint,
-// capacity from this machine, and the usual well-known labels.
-func describeNode(node *corev1.Node, name, hostIP string, kubeletPort int) {
+// capacity from this machine, and the usual well-known labels (with the
+// zone, when given, as topology.kubernetes.io/zone).
+func describeNode(node *corev1.Node, name, zone, hostIP string, kubeletPort int) {
+	node.Labels["kubernetes.io/hostname"] = name
+	if zone != "" {
+		node.Labels[corev1.LabelTopologyZone] = zone
+	}
 	node.Labels["kubernetes.io/os"] = "linux"
 	node.Labels["kubernetes.io/arch"] = runtime.GOARCH
 	node.Labels["node.kubernetes.io/local-plane"] = "true"

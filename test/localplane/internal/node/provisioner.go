@@ -38,7 +38,7 @@ const (
 // directory and the PersistentVolume are deleted; under Retain both stay.
 // The directory outlives the pods that use the claim, so data persists as
 // on a real volume.
-func runProvisioner(ctx context.Context, n *Node) {
+func runProvisioner(ctx context.Context, n *Services) {
 	if err := ensureStorageClass(ctx, n); err != nil {
 		n.log.Error("Creating the default StorageClass failed", "err", err)
 	}
@@ -92,7 +92,7 @@ func runProvisioner(ctx context.Context, n *Node) {
 	}
 }
 
-func ensureStorageClass(ctx context.Context, n *Node) error {
+func ensureStorageClass(ctx context.Context, n *Services) error {
 	bindImmediate := storagev1.VolumeBindingImmediate
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	_, err := n.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
@@ -107,7 +107,7 @@ func ensureStorageClass(ctx context.Context, n *Node) error {
 	return err
 }
 
-func (n *Node) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim, class func(string) (*storagev1.StorageClass, error)) error {
+func (n *Services) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim, class func(string) (*storagev1.StorageClass, error)) error {
 	if pvc.DeletionTimestamp != nil || pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (n *Node) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 	return nil
 }
 
-func (n *Node) reclaim(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (n *Services) reclaim(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if pv.Annotations[provisionedBy] != Provisioner || pv.Status.Phase != corev1.VolumeReleased ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.DeletionTimestamp != nil {
 		return nil

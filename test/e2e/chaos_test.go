@@ -1,0 +1,282 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Chaos in the manner of chaos-mesh's NetworkChaos (partition, loss) and
+// PodChaos (container kill, freeze), plus a node lost as a machine that
+// lost power. Every fault is bounded: it is undone after its duration, and
+// at the latest when the test ends (t.Cleanup), failed or not. Faults act
+// on the plane's pod network (a network namespace per pod, traffic between
+// pods crossing the host's FORWARD chain; test/localplane README), so they
+// need it: pod IPs outside loopback. Delay is not offered: it needs tc's
+// netem qdisc, which this machine's kernel lacks ("Specified qdisc kind is
+// unknown").
+
+// fault is one injected fault; stop undoes it once, however often called.
+type fault struct {
+	t    testing.TB
+	what string
+	once sync.Once
+	undo func() error
+	done chan struct{}
+}
+
+// inject registers undo to run after d (0: only at the end of the test)
+// and at the test's cleanup, whichever is first, and returns the fault.
+func inject(t testing.TB, what string, d time.Duration, undo func() error) *fault {
+	t.Helper()
+	f := &fault{t: t, what: what, undo: undo, done: make(chan struct{})}
+	t.Logf("chaos: %s (for %s)", what, d)
+	if d > 0 {
+		timer := time.AfterFunc(d, f.stop)
+		t.Cleanup(func() { timer.Stop() })
+	}
+	t.Cleanup(f.stop)
+	return f
+}
+
+// stop undoes the fault now (if not undone yet).
+func (f *fault) stop() {
+	f.once.Do(func() {
+		if err := f.undo(); err != nil {
+			// Errorf, not Fatalf: stop may run on a timer's goroutine.
+			f.t.Errorf("chaos: undoing %s: %v", f.what, err)
+		} else {
+			f.t.Logf("chaos: undone %s", f.what)
+		}
+		close(f.done)
+	})
+}
+
+// wait blocks until the fault is undone (its duration is over).
+func (f *fault) wait() { <-f.done }
+
+// chaosDirection says which packets a partition drops, as NetworkChaos's
+// direction: from the sources to the targets, the reverse, or both.
+type chaosDirection int
+
+const (
+	directionTo chaosDirection = iota
+	directionFrom
+	directionBoth
+)
+
+// partition drops, in the host's FORWARD chain, the packets between every
+// pod IP of from and every pod IP of to in direction dir, for d. One-way
+// (directionTo) drops only what from sends to to: to's replies and its own
+// connections to from still pass, but a TCP link opened either way stalls.
+func partition(t testing.TB, from, to []string, dir chaosDirection, d time.Duration) *fault {
+	t.Helper()
+	requirePodNetwork(t, append(append([]string{}, from...), to...)...)
+	var rules [][]string
+	for _, a := range from {
+		for _, b := range to {
+			if dir == directionTo || dir == directionBoth {
+				rules = append(rules, []string{"FORWARD", "-s", a, "-d", b, "-j", "DROP"})
+			}
+			if dir == directionFrom || dir == directionBoth {
+				rules = append(rules, []string{"FORWARD", "-s", b, "-d", a, "-j", "DROP"})
+			}
+		}
+	}
+	for _, r := range rules {
+		iptables(t, "", append([]string{"-I"}, r...)...)
+	}
+	return inject(t, fmt.Sprintf("partition %v -> %v (direction %d)", from, to, dir), d, func() error {
+		return deleteRules("", rules)
+	})
+}
+
+// packetLoss drops percent (1–100) of the packets the pod at ip sends on
+// its eth0 (iptables statistic match in the pod's network namespace), to
+// pods and to the host alike, for d: NetworkChaos's loss on the pod's
+// egress. At 100 nothing the pod sends arrives, so its peers, the
+// operator and the node's probes all lose it.
+func packetLoss(t testing.TB, ip string, percent int, d time.Duration) *fault {
+	t.Helper()
+	requirePodNetwork(t, ip)
+	ns := podNetns(t, ip)
+	rule := []string{"OUTPUT", "-o", "eth0", "-j", "DROP"}
+	if percent < 100 {
+		rule = []string{"OUTPUT", "-o", "eth0", "-m", "statistic", "--mode", "random",
+			"--probability", strconv.FormatFloat(float64(percent)/100, 'f', 2, 64), "-j", "DROP"}
+	}
+	iptables(t, ns, append([]string{"-I"}, rule...)...)
+	return inject(t, fmt.Sprintf("%d%% loss from %s", percent, ip), d, func() error {
+		err := deleteRules(ns, [][]string{rule})
+		if err != nil && !netnsExists(ns) {
+			return nil // the pod and its namespace are gone, and the rule with them
+		}
+		return err
+	})
+}
+
+// freezePod sends SIGSTOP to every process of the pod at ip (all its
+// containers: the processes in its network namespace) and SIGCONT after
+// d: PodChaos's container freeze.
+func freezePod(t testing.TB, ip string, d time.Duration) *fault {
+	t.Helper()
+	pids := podPIDs(t, ip)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	return inject(t, fmt.Sprintf("freeze pod %s (pids %v)", ip, pids), d, func() error {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT) // a process that died meanwhile is fine
+		}
+		return nil
+	})
+}
+
+// killPod sends SIGKILL to every process of the pod at ip; the node
+// restarts its containers by their restart policy (PodChaos
+// container-kill). Nothing is left to undo.
+func killPod(t testing.TB, ip string) {
+	t.Helper()
+	pids := podPIDs(t, ip)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Logf("chaos: killed pod %s (pids %v)", ip, pids)
+}
+
+// loseNode makes the plane's node fail (test/localplane: `localplane node
+// lose`): its pods' processes get SIGKILL and its lease stops, so the
+// controller manager marks it NotReady after its grace period. The node is
+// restored (booted, its pods started again) after d.
+func loseNode(t testing.TB, node string, d time.Duration) *fault {
+	t.Helper()
+	planeNode(t, "lose", node)
+	return inject(t, "lose node "+node, d, func() error {
+		out, err := exec.Command(filepath.Join(env.binDir, "localplane"), "node", "restore",
+			"--state-dir", env.stateDir, node).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+func planeNode(t testing.TB, action, node string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(env.binDir, "localplane"), "node", action,
+		"--state-dir", env.stateDir, node).CombinedOutput()
+	if err != nil {
+		t.Fatalf("localplane node %s %s: %v\n%s", action, node, err, out)
+	}
+}
+
+// requirePodNetwork skips t unless every ip is a pod-network address.
+func requirePodNetwork(t testing.TB, ips ...string) {
+	t.Helper()
+	for _, ip := range ips {
+		if strings.HasPrefix(ip, "127.") {
+			t.Skipf("chaos needs the plane's pod network (pod IP %s is on loopback)", ip)
+		}
+	}
+}
+
+// podNetns names the network namespace of the pod at ip: the host end of
+// its veth, the device of the route to it (`ip route get`), is
+// lpv<id>, and its namespace lp-<id> (test/localplane/internal/podnet).
+func podNetns(t testing.TB, ip string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "-o", "route", "get", ip).Output()
+	if err != nil {
+		t.Fatalf("ip route get %s: %v", ip, err)
+	}
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "dev" {
+			if id, ok := strings.CutPrefix(f[i+1], "lpv"); ok {
+				return "lp-" + id
+			}
+		}
+	}
+	t.Fatalf("no pod veth routes to %s: %s", ip, out)
+	return ""
+}
+
+func netnsExists(ns string) bool {
+	_, err := os.Stat(filepath.Join("/run/netns", ns))
+	return err == nil
+}
+
+// podPIDs lists the processes whose network namespace is that of the pod
+// at ip (every container of the pod and its execs).
+func podPIDs(t testing.TB, ip string) []int {
+	t.Helper()
+	requirePodNetwork(t, ip)
+	var want syscall.Stat_t
+	if err := syscall.Stat(filepath.Join("/run/netns", podNetns(t, ip)), &want); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) == nil && st.Ino == want.Ino && st.Dev == want.Dev {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatalf("no process runs in the network namespace of pod %s", ip)
+	}
+	return pids
+}
+
+// iptables runs iptables (in network namespace ns, or the host's when
+// ns is empty) and fails t on error.
+func iptables(t testing.TB, ns string, args ...string) {
+	t.Helper()
+	if out, err := iptablesCmd(ns, args...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables %s (netns %q): %v\n%s", strings.Join(args, " "), ns, err, out)
+	}
+}
+
+func iptablesCmd(ns string, args ...string) *exec.Cmd {
+	args = append([]string{"-w"}, args...)
+	if ns == "" {
+		return exec.Command("iptables", args...)
+	}
+	return exec.Command("ip", append([]string{"netns", "exec", ns, "iptables"}, args...)...)
+}
+
+// deleteRules deletes every rule (chain first) in ns, returning the
+// failures joined.
+func deleteRules(ns string, rules [][]string) error {
+	var errs []string
+	for _, r := range rules {
+		var stderr bytes.Buffer
+		cmd := iptablesCmd(ns, append([]string{"-D"}, r...)...)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			errs = append(errs, fmt.Sprintf("iptables -D %s: %v %s", strings.Join(r, " "), err, strings.TrimSpace(stderr.String())))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
