@@ -24,6 +24,7 @@ import (
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
+	"github.com/redis-operator/redis-operator/controllers/backup"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
@@ -37,6 +38,11 @@ func main() {
 	// embedded at build time (kustomize/), rendered with kustomize's library.
 	if len(os.Args) > 1 && os.Args[1] == "manifests" {
 		os.Exit(kustomize.RunManifests(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	// `redis-operator restore-fetch ...`: a restored pod's init container
+	// (restorefetch.go).
+	if len(os.Args) > 1 && os.Args[1] == "restore-fetch" {
+		os.Exit(runRestoreFetch(os.Args[2:], os.Stderr))
 	}
 	var (
 		metricsAddr, probeAddr  string
@@ -126,6 +132,13 @@ func main() {
 
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: maxConcurrent}); err != nil {
 		log.Error(err, "Cannot set up the RedisCluster controller")
+		os.Exit(1)
+	}
+
+	// RedisClusterBackups (controllers/backup): each shard's RDB streamed
+	// to the object store, the manifest last.
+	if err := (&backup.Reconciler{}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		log.Error(err, "Cannot set up the RedisClusterBackup controller")
 		os.Exit(1)
 	}
 
