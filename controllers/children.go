@@ -144,6 +144,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 // after it has seen this pass that the master is on a pod that stays.
 func desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet, shrink bool) *appsv1.StatefulSet {
 	desired := resources.StatefulSet(s.rc, shard)
+	if s.restore != nil {
+		resources.WithRestore(desired, shard, s.restore)
+	}
 	if live == nil {
 		return desired
 	}

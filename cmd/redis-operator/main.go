@@ -70,6 +70,8 @@ func main() {
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
+	flag.StringVar(&reconciler.RestoreImage, "restore-image", controllers.DefaultRestoreImage,
+		"Image of the init container that fetches a restored shard's RDB (spec.bootstrap.fromBackup): the operator's own image")
 	watchNamespaces := flag.String("watch-namespaces", "",
 		"Comma-separated namespaces whose RedisClusters the operator reconciles and whose objects it caches and watches; empty: all namespaces. "+
 			"The namespaced install (kustomize/components/namespaced) grants access in those namespaces only")
