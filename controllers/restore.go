@@ -76,13 +76,8 @@ func (e *invalidRestoreError) Error() string { return e.msg }
 
 // restorable checks a manifest against the cluster's spec.
 func restorable(m *backup.Manifest, rc *cachev1beta1.RedisCluster) error {
-	if int(rc.Spec.Shards) != len(m.Shards) {
-		return &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup: the backup has %d shards and spec.shards is %d: restore with spec.shards %d, then scale",
-			len(m.Shards), rc.Spec.Shards, len(m.Shards))}
-	}
-	if backup.NewerThanImage(m.RedisVersion, rc.Spec.Image) {
-		return &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup: the backup was taken with Redis %s, newer than image %s: Redis cannot load an RDB of a newer version",
-			m.RedisVersion, rc.Spec.Image)}
+	if err := backup.CheckRestorable(len(m.Shards), m.RedisVersion, rc.Spec.Shards, rc.Spec.Image); err != nil {
+		return &invalidRestoreError{"spec.bootstrap.fromBackup: " + err.Error()}
 	}
 	return nil
 }

@@ -120,3 +120,20 @@ func NewerThanImage(redisVersion, image string) bool {
 	}
 	return bm > im || (bm == im && bn > in)
 }
+
+// CheckRestorable says why a backup of backupShards shards taken with
+// Redis redisVersion cannot bootstrap a cluster of shards shards running
+// image, or nil: the shard counts must be equal (restore with the
+// recorded count, then scale), and the backup's Redis must be no newer
+// than the image's (NewerThanImage).
+func CheckRestorable(backupShards int, redisVersion string, shards int32, image string) error {
+	if int(shards) != backupShards {
+		return fmt.Errorf("the backup has %d shards and spec.shards is %d: restore with spec.shards %d, then scale",
+			backupShards, shards, backupShards)
+	}
+	if NewerThanImage(redisVersion, image) {
+		return fmt.Errorf("the backup was taken with Redis %s, newer than image %s: Redis cannot load an RDB of a newer version",
+			redisVersion, image)
+	}
+	return nil
+}
