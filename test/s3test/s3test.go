@@ -66,17 +66,25 @@ func Binary() (string, error) {
 	}
 }
 
-// Start starts a server in a temporary directory and waits (up to 90 s)
-// until its S3 gateway answers a signed ListBuckets; it is stopped when
-// the test ends. Each server of a process gets its own 127.83.X.Y.
+// Start starts a server in a temporary directory on an address of its own,
+// 127.83.X.Y (X from the process ID, Y counting the servers of the
+// process), and waits (up to 90 s) until its S3 gateway answers a signed
+// ListBuckets; it is stopped when the test ends.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	n := next.Add(1)
+	return StartAt(t, fmt.Sprintf("127.83.%d.%d", os.Getpid()%250, n%250+1))
+}
+
+// StartAt is Start on ip, an address of this machine whose weed ports
+// (8333, 8888, 9333, 9340 and their gRPC ports, +10000) are free: for
+// example a local plane's gateway, which its pods can reach.
+func StartAt(t testing.TB, ip string) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := next.Add(1)
-	ip := fmt.Sprintf("127.83.%d.%d", os.Getpid()%250, n%250+1)
 	dir := t.TempDir()
 	cfg, _ := json.Marshal(map[string]any{"identities": []any{map[string]any{
 		"name":        "tester",
