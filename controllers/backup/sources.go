@@ -126,12 +126,25 @@ func (r *Reconciler) sources(ctx context.Context, rc *cachev1beta1.RedisCluster)
 			warnings = append(warnings, fmt.Sprintf("Shard %s has no ready replica: its RDB is read from master %s (the fork costs the master memory and latency)", sh.Name, picked.Name))
 		}
 		out = append(out, Source{Shard: sh.Name, Pod: picked.Name, Role: role, Slots: slices.Clone(sh.Slots),
-			Addr: net.JoinHostPort(picked.Status.PodIP, strconv.Itoa(resources.RedisPort))})
+			Addr: net.JoinHostPort(picked.Status.PodIP, strconv.Itoa(redisPort(picked)))})
 	}
 	if len(out) == 0 {
 		return nil, nil, "RedisCluster " + rc.Name + " reports no shard", nil
 	}
 	return out, warnings, "", nil
+}
+
+// redisPort is the pod's container port named "redis" (the Redis
+// container's client port, resources.RedisPort in the operator's pods).
+func redisPort(p *corev1.Pod) int {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == "redis" {
+				return int(port.ContainerPort)
+			}
+		}
+	}
+	return resources.RedisPort
 }
 
 // readyPod is the pod when it is Ready with an IP, nil otherwise.
