@@ -97,7 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log := ctrl.LoggerFrom(ctx)
 	before := b.DeepCopy()
 	r.initStatus(&b)
-	result, err := r.reconcileBackup(ctx, &b)
+	result, err := r.reconcileBackup(ctx, before, &b)
 	if perr := r.patchStatus(ctx, before, &b); perr != nil {
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
@@ -122,7 +122,9 @@ func (r *Reconciler) initStatus(b *cachev1beta1.RedisClusterBackup) {
 	}
 }
 
-func (r *Reconciler) reconcileBackup(ctx context.Context, b *cachev1beta1.RedisClusterBackup) (ctrl.Result, error) {
+// reconcileBackup moves b on; stored is b as read, what the API server
+// holds until attempt writes the attempt's start.
+func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup) (ctrl.Result, error) {
 	store, reason, err := OpenStore(ctx, r.APIReader, b.Namespace, &b.Spec.ObjectStore)
 	if err == nil {
 		err = store.Check(ctx)
@@ -175,14 +177,16 @@ func (r *Reconciler) reconcileBackup(ctx context.Context, b *cachev1beta1.RedisC
 		r.waiting(b, err.Error())
 		return ctrl.Result{RequeueAfter: retryPending}, nil
 	}
-	return r.attempt(ctx, b, store, sources, warnings, password)
+	return r.attempt(ctx, stored, b, store, sources, warnings, password)
 }
 
 // attempt records the attempt's start (so that a restart sees it), then
-// streams every shard and writes the manifest.
-func (r *Reconciler) attempt(ctx context.Context, b *cachev1beta1.RedisClusterBackup, store *Store,
+// streams every shard and writes the manifest. The start is written as a
+// patch from stored (what the API server holds), so that it carries the
+// whole status this pass computed (path and conditions included): the
+// patch's response replaces b.
+func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup, store *Store,
 	sources []Source, warnings []string, password string) (ctrl.Result, error) {
-	before := b.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
 	b.Status.Attempts++
 	b.Status.Phase = cachev1beta1.BackupRunning
@@ -190,7 +194,7 @@ func (r *Reconciler) attempt(ctx context.Context, b *cachev1beta1.RedisClusterBa
 	b.Status.Shards, b.Status.Size, b.Status.RedisVersion = nil, 0, ""
 	r.setCondition(b, cachev1beta1.BackupCompleteCondition, metav1.ConditionFalse, cachev1beta1.BackupRunningReason,
 		fmt.Sprintf("Attempt %d: streaming %d shards", b.Status.Attempts, len(sources)))
-	if err := r.patchStatus(ctx, before, b); err != nil {
+	if err := r.patchStatus(ctx, stored, b); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, w := range warnings {

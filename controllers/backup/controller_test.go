@@ -145,12 +145,18 @@ func TestReconcileBackup(t *testing.T) {
 	}
 
 	b := run("b1", store("s3"), nil)
-	if b.Status.Phase != cachev1beta1.BackupCompleted || len(b.Status.Shards) != 3 || b.Status.Attempts != 1 {
+	if b.Status.Phase != cachev1beta1.BackupCompleted || len(b.Status.Shards) != 3 || b.Status.Attempts != 1 ||
+		b.Status.Path != "p/default/demo/b1" || b.Status.StartTime == nil || b.Status.EndTime == nil {
 		t.Fatalf("b1: %+v", b.Status)
 	}
 	for i, s := range b.Status.Shards {
 		if s.Role != "master" || s.Pod != fmt.Sprintf("demo-shard-%d-0", i) || s.Size == 0 || s.NodeID != nodes[i].Do("CLUSTER", "MYID") {
 			t.Fatalf("b1 shard %d: %+v", i, s)
+		}
+	}
+	for i, s := range b.Status.Shards {
+		if s.ObjectKey != ShardKey("p/default/demo/b1", i) {
+			t.Fatalf("shard %d object key %q", i, s.ObjectKey)
 		}
 	}
 	if m, err := ReadManifest(ctx, s3, b.Status.Path); err != nil || len(m.Shards) != 3 || m.RedisVersion != b.Status.RedisVersion {
@@ -174,7 +180,7 @@ func TestReconcileBackup(t *testing.T) {
 
 	// An attempt the operator died in: Running, attempt 1, no manifest.
 	b = run("interrupted", store("s3"), &cachev1beta1.RedisClusterBackupStatus{Phase: cachev1beta1.BackupRunning, Attempts: 1})
-	if b.Status.Phase != cachev1beta1.BackupCompleted || b.Status.Attempts != 2 {
+	if b.Status.Phase != cachev1beta1.BackupCompleted || b.Status.Attempts != 2 || b.Status.Path != "p/default/demo/interrupted" {
 		t.Fatalf("interrupted: %+v", b.Status)
 	}
 	interrupted := false

@@ -244,7 +244,8 @@ func TestBackup(t *testing.T) {
 		// The replicas wait repl-diskless-sync-delay (5 s) before they fork:
 		// the attempt is recorded as Running well before it can finish.
 		b := waitBackup(t, c.ns, "b1", 2*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
-			return b.Status.Phase != cachev1beta1.BackupPending
+			return b.Status.Phase == cachev1beta1.BackupRunning || b.Status.Phase == cachev1beta1.BackupCompleted ||
+				b.Status.Phase == cachev1beta1.BackupFailed
 		})
 		killOperator(t)
 		if b.Status.Phase != cachev1beta1.BackupRunning {
