@@ -145,6 +145,9 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 // after it has seen this pass that the master is on a pod that stays.
 func (r *RedisClusterReconciler) desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet, shrink bool) *appsv1.StatefulSet {
 	desired := r.built.get(s.rc, shard)
+	if s.restore != nil {
+		resources.WithRestore(desired, shard, s.restore)
+	}
 	if live == nil {
 		return desired
 	}

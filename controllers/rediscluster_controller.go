@@ -107,6 +107,9 @@ type RedisClusterReconciler struct {
 	PassBudget time.Duration
 	// RedisTimeout bounds dialing and every single Redis command.
 	RedisTimeout time.Duration
+	// RestoreImage is the image of the init container that fetches a
+	// restored shard's RDB (the operator's own); DefaultRestoreImage when empty.
+	RestoreImage string
 	// DeletionTimeout bounds cleanup on deletion; after it the finalizer
 	// is removed anyway, with a Warning event.
 	DeletionTimeout time.Duration
@@ -300,6 +303,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 	result := ctrl.Result{RequeueAfter: resyncAfter(r.ResyncPeriod)}
 	for _, p := range []phase{
 		r.validateSpec,
+		r.reconcileRestore,
 		r.prepareUsers,
 		r.reconcileCredentials,
 		r.reconcileTLS,

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rollout"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
 	"github.com/redis-operator/redis-operator/controllers/status"
@@ -44,6 +45,10 @@ type scope struct {
 
 	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
 	tls *tlsMaterial
+
+	// restore, while a cluster bootstrapping from a backup is not formed,
+	// is where its shards fetch their RDB (reconcileRestore).
+	restore *resources.Restore
 
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet

@@ -5,6 +5,7 @@
 #   bin/kube-scheduler                               from k8s.io/kubernetes (the local plane's scheduler)
 #   bin/kubectl                                      from k8s.io/kubernetes (hack/tools/kubectl; demo, dev-up)
 #   bin/etcd                                         from go.etcd.io/etcd/server/v3 (hack/tools/etcd)
+#   bin/weed                                         from github.com/seaweedfs/seaweedfs (hack/tools/seaweedfs)
 # Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
 # except through the Go module proxy. A binary is rebuilt only when it is missing or
 # when its stamp in bin/.versions/ (module version plus a hash of the module's go.mod,
@@ -110,6 +111,18 @@ if up_to_date etcd "${etcd_stamp}"; then
   echo "build-tools: bin/etcd is up to date (go.etcd.io/etcd/server/v3 ${etcd_version})"
 else
   build "${etcd_dir}" "${etcd_stamp}" "${etcd_ldflags}" etcd go.etcd.io/etcd/server/v3
+fi
+
+# weed: SeaweedFS (weed mini, the S3-compatible store of the backup tests,
+# test/s3test); its version is the pseudo-version pinned in its tool module.
+weed_dir="${tools}/seaweedfs"
+weed_version="$(module_version "${weed_dir}" github.com/seaweedfs/seaweedfs)"
+weed_ldflags="-s -w"
+weed_stamp="$(stamp "${weed_dir}" github.com/seaweedfs/seaweedfs "${weed_version}" "${weed_ldflags}")"
+if up_to_date weed "${weed_stamp}"; then
+  echo "build-tools: bin/weed is up to date (github.com/seaweedfs/seaweedfs ${weed_version})"
+else
+  build "${weed_dir}" "${weed_stamp}" "${weed_ldflags}" weed github.com/seaweedfs/seaweedfs/weed
 fi
 
 if ((built == 0)); then

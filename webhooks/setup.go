@@ -167,6 +167,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		VaultAddresses:         opts.VaultAddresses,
 		// SubjectAccessReviews are created, never read from a cache.
 		Access: SubjectAccessReviewer{Client: mgr.GetClient()},
+		// Uncached: the webhook serves in every replica, not only the leader.
+		Backups: mgr.GetAPIReader(),
 	}
 	// For the hub, the builder also registers the conversion webhook at
 	// /convert, as the types implement conversion.Hub and Convertible.

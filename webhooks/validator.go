@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
@@ -35,6 +36,9 @@ type Validator struct {
 	// accessChecks). Nil skips these checks (unit tests of the pure rules);
 	// Setup always sets it.
 	Access AccessReviewer
+	// Backups reads the RedisClusterBackup a new cluster restores from
+	// (checkRestore). Nil skips that check.
+	Backups client.Reader
 }
 
 // V1beta1 returns the admission validator of v1beta1 RedisClusters.
@@ -76,6 +80,9 @@ func (v *Validator) validateHub(ctx context.Context, old, obj *cachev1beta1.Redi
 		r.warnings = append(r.warnings, u.warnings...)
 	}
 	v.checkVaultAddress(old, obj, &r)
+	if err := v.checkRestore(ctx, old, obj, &r); err != nil {
+		return result{}, err
+	}
 	denied, err := v.authorize(ctx, old, obj)
 	if err != nil {
 		return result{}, err

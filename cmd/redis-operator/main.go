@@ -24,6 +24,7 @@ import (
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
+	"github.com/redis-operator/redis-operator/controllers/backup"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 	"github.com/redis-operator/redis-operator/kustomize"
 	"github.com/redis-operator/redis-operator/webhooks"
@@ -45,6 +46,11 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "status" {
 		os.Exit(runStatus(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	// `redis-operator restore-fetch ...`: a restored pod's init container
+	// (restorefetch.go).
+	if len(os.Args) > 1 && os.Args[1] == "restore-fetch" {
+		os.Exit(runRestoreFetch(os.Args[2:], os.Stderr))
 	}
 	var (
 		metricsAddr, probeAddr  string
@@ -72,6 +78,8 @@ func main() {
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
+	flag.StringVar(&reconciler.RestoreImage, "restore-image", controllers.DefaultRestoreImage,
+		"Image of the init container that fetches a restored shard's RDB (spec.bootstrap.fromBackup): the operator's own image")
 	watchNamespaces := flag.String("watch-namespaces", "",
 		"Comma-separated namespaces whose RedisClusters the operator reconciles and whose objects it caches and watches; empty: all namespaces. "+
 			"The namespaced install (kustomize/components/namespaced) grants access in those namespaces only")
@@ -134,6 +142,13 @@ func main() {
 
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: maxConcurrent}); err != nil {
 		log.Error(err, "Cannot set up the RedisCluster controller")
+		os.Exit(1)
+	}
+
+	// RedisClusterBackups (controllers/backup): each shard's RDB streamed
+	// to the object store, the manifest last.
+	if err := (&backup.Reconciler{}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		log.Error(err, "Cannot set up the RedisClusterBackup controller")
 		os.Exit(1)
 	}
 

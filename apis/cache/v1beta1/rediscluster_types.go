@@ -127,6 +127,12 @@ type RedisClusterSpec struct {
 	// +kubebuilder:default=Wait
 	// +optional
 	LostShardPolicy LostShardPolicy `json:"lostShardPolicy,omitempty"`
+
+	// Bootstrap says where a new cluster's first data comes from (a
+	// backup); unset starts empty. Immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="bootstrap is immutable"
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }
 
 // LostShardPolicy is what the operator does with the slots of a lost shard.

@@ -1,0 +1,112 @@
+package v1beta1
+
+// ObjectStoreSpec says where backups live: an S3-compatible object store
+// (AWS S3, MinIO, SeaweedFS, Ceph RGW, ...), a bucket and a key prefix.
+// A backup's objects are written under
+// <prefix>/<namespace>/<cluster>/<backup name>/ in the bucket.
+type ObjectStoreSpec struct {
+	// Endpoint is the S3 API's URL, for example https://s3.eu-west-1.amazonaws.com
+	// or http://minio.storage.svc:9000. http:// sends data and the signed
+	// requests unencrypted.
+	// +kubebuilder:validation:Pattern=`^https?://[^/]+/?$`
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// Bucket is the bucket's name. It must exist: the operator never creates it.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Bucket string `json:"bucket"`
+
+	// Prefix is prepended to every object key, without a leading or trailing
+	// slash, for example redis/prod.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^([^/].*[^/]|[^/])?$`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// Region is the bucket's region, signed into every request.
+	// Defaults to us-east-1.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:default=us-east-1
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// CredentialsSecretRef names a Secret in the object's namespace holding
+	// the access key pair. Unset sends anonymous requests.
+	// +optional
+	CredentialsSecretRef *ObjectStoreCredentials `json:"credentialsSecretRef,omitempty"`
+
+	// CASecretRef names a Secret key holding the PEM CA bundle that signs
+	// the endpoint's certificate (https only).
+	// +optional
+	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
+
+	// ForcePathStyle addresses the bucket in the path
+	// (https://host/bucket/key) rather than in the host name
+	// (https://bucket.host/key), as most self-hosted stores need.
+	// Defaults to false.
+	// +kubebuilder:default=false
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+}
+
+// ObjectStoreCredentials names the Secret keys of an S3 access key pair.
+type ObjectStoreCredentials struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// AccessKeyIDKey is the key holding the access key ID.
+	// Defaults to accessKeyID.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=accessKeyID
+	// +optional
+	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
+
+	// SecretAccessKeyKey is the key holding the secret access key.
+	// Defaults to secretAccessKey.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=secretAccessKey
+	// +optional
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+}
+
+// BootstrapSpec says how a new RedisCluster gets its first data.
+type BootstrapSpec struct {
+	// FromBackup starts every shard from its RDB in a backup: each pod
+	// downloads its shard's RDB before redis-server starts, and the cluster
+	// is formed with the slot ranges the backup recorded. The backup must
+	// have as many shards as spec.shards and a Redis version no newer than
+	// the image's.
+	// +optional
+	FromBackup *FromBackupSpec `json:"fromBackup,omitempty"`
+}
+
+// FromBackupSpec names a backup: a RedisClusterBackup of the namespace, or
+// an object store and the path of a backup in it (for a backup whose
+// RedisClusterBackup is gone, or made in another Kubernetes cluster).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.objectStore)",message="exactly one of backupName or objectStore (with path) must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.objectStore) == has(self.path)",message="objectStore and path go together"
+type FromBackupSpec struct {
+	// BackupName is a Completed RedisClusterBackup in the RedisCluster's namespace.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	BackupName string `json:"backupName,omitempty"`
+
+	// ObjectStore is where the backup lives.
+	// +optional
+	ObjectStore *ObjectStoreSpec `json:"objectStore,omitempty"`
+
+	// Path is the backup's key prefix in the bucket, the one its
+	// RedisClusterBackup showed as status.path (<prefix>/<namespace>/<cluster>/<backup name>).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Path string `json:"path,omitempty"`
+}

@@ -1,0 +1,108 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/backup"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// DefaultRestoreImage is the image of a restored pod's init container
+// (--restore-image): the operator's own, which runs
+// `redis-operator restore-fetch`.
+const DefaultRestoreImage = "ghcr.io/redis-operator/redis-operator:v0.1.0"
+
+// restoreRetry is the wait before looking again at a backup that cannot
+// be read yet (not Completed, object store unreachable).
+const restoreRetry = 15 * time.Second
+
+// reconcileRestore resolves spec.bootstrap.fromBackup of a cluster not
+// formed yet into s.restore, which makes every StatefulSet carry the
+// restore init container (resources.WithRestore). It reads the backup's
+// manifest and stops the pass for good (InvalidSpec) when the backup
+// cannot be restored into this spec: another shard count, or a Redis
+// version newer than the image's. A backup that is not Completed yet, or
+// an object store that does not answer, waits. Once the cluster is formed
+// (status.formedTime) it does nothing, and the init container goes.
+func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	b := s.rc.Spec.Bootstrap
+	if b == nil || b.FromBackup == nil || s.rc.Status.FormedTime != nil {
+		return ctrl.Result{}, false, nil
+	}
+	spec, path, err := r.restoreSource(ctx, s.rc)
+	var store *backup.Store
+	if err == nil {
+		store, _, err = backup.OpenStore(ctx, r.reader(), s.rc.Namespace, spec)
+	}
+	var invalid *invalidRestoreError
+	switch {
+	case errors.As(err, &invalid):
+		s.obs.SpecErr = err
+		return ctrl.Result{}, true, reconcile.TerminalError(err)
+	case err != nil:
+		s.log.Info("Waiting for the backup to restore", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: restoreRetry}, true, nil
+	}
+	m, err := backup.ReadManifest(ctx, store, path)
+	if err != nil {
+		s.log.Info("Waiting for the backup's manifest", "path", path, "reason", err.Error())
+		return ctrl.Result{RequeueAfter: restoreRetry}, true, nil
+	}
+	if err := restorable(m, s.rc); err != nil {
+		s.obs.SpecErr = err
+		return ctrl.Result{}, true, reconcile.TerminalError(err)
+	}
+	image := r.RestoreImage
+	if image == "" {
+		image = DefaultRestoreImage
+	}
+	s.restore = &resources.Restore{Image: image, ObjectStore: *spec, Path: path}
+	return ctrl.Result{}, false, nil
+}
+
+// invalidRestoreError is a fromBackup that can never be restored as written.
+type invalidRestoreError struct{ msg string }
+
+func (e *invalidRestoreError) Error() string { return e.msg }
+
+// restorable checks a manifest against the cluster's spec.
+func restorable(m *backup.Manifest, rc *cachev1beta1.RedisCluster) error {
+	if err := backup.CheckRestorable(len(m.Shards), m.RedisVersion, rc.Spec.Shards, rc.Spec.Image); err != nil {
+		return &invalidRestoreError{"spec.bootstrap.fromBackup: " + err.Error()}
+	}
+	return nil
+}
+
+// restoreSource is the object store and path fromBackup names: those of
+// a Completed RedisClusterBackup of the namespace (its spec.objectStore
+// and status.path), or the object store and path given.
+func (r *RedisClusterReconciler) restoreSource(ctx context.Context, rc *cachev1beta1.RedisCluster) (*cachev1beta1.ObjectStoreSpec, string, error) {
+	fb := rc.Spec.Bootstrap.FromBackup
+	if fb.BackupName == "" {
+		return fb.ObjectStore, fb.Path, nil
+	}
+	var b cachev1beta1.RedisClusterBackup
+	if err := r.reader().Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: fb.BackupName}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s not found", fb.BackupName)}
+		}
+		return nil, "", err
+	}
+	switch b.Status.Phase {
+	case cachev1beta1.BackupCompleted:
+		return &b.Spec.ObjectStore, b.Status.Path, nil
+	case cachev1beta1.BackupFailed:
+		return nil, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s failed", fb.BackupName)}
+	default:
+		return nil, "", fmt.Errorf("RedisClusterBackup %s is %s, not Completed yet", fb.BackupName, b.Status.Phase)
+	}
+}

@@ -1,0 +1,274 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/backup"
+	"github.com/redis-operator/redis-operator/test/s3test"
+)
+
+// objectStore is the suite's one SeaweedFS (weed mini, bin/weed), started
+// by the first backup scenario on the plane's gateway address: the
+// operator (a host process) and the restore init containers (in the pods'
+// network namespaces) both reach it there.
+var objectStore struct {
+	once sync.Once
+	srv  *s3test.Server
+	err  error
+}
+
+// suiteStore starts the object store once for the suite (it lives until
+// the e2e binary exits; its data directory is the run's).
+func suiteStore(t *testing.T) *s3test.Server {
+	t.Helper()
+	objectStore.once.Do(func() {
+		gw, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway"))
+		if err != nil {
+			objectStore.err = fmt.Errorf("the plane's gateway: %w", err)
+			return
+		}
+		objectStore.srv = s3test.StartAt(suiteTB{t}, strings.TrimSpace(string(gw)))
+	})
+	if objectStore.err != nil {
+		t.Fatal(objectStore.err)
+	}
+	return objectStore.srv
+}
+
+// suiteTB is t whose cleanups never run: the object store outlives the
+// scenario that started it (the process group dies with the e2e binary,
+// Pdeathsig), and its directory lives under the run's.
+type suiteTB struct{ *testing.T }
+
+func (suiteTB) Cleanup(func()) {}
+
+func (s suiteTB) TempDir() string {
+	dir, err := os.MkdirTemp(env.tmpDir, "weed-")
+	if err != nil {
+		s.Fatal(err)
+	}
+	return dir
+}
+
+// backupSecret creates the Secret with the store's access key pair in ns.
+func backupSecret(t *testing.T, ns, name, secretKey string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		StringData: map[string]string{"accessKeyID": s3test.AccessKey, "secretAccessKey": secretKey}}
+	if err := env.k8s.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func storeSpec(srv *s3test.Server, bucket, secret string) cachev1beta1.ObjectStoreSpec {
+	return cachev1beta1.ObjectStoreSpec{Endpoint: srv.Endpoint, Bucket: bucket, Prefix: "e2e", Region: "us-east-1",
+		ForcePathStyle: true, CredentialsSecretRef: &cachev1beta1.ObjectStoreCredentials{Name: secret}}
+}
+
+func createBackup(t *testing.T, ns, name, cluster string, store cachev1beta1.ObjectStoreSpec) {
+	t.Helper()
+	b := &cachev1beta1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: cachev1beta1.RedisClusterBackupSpec{ClusterName: cluster, ObjectStore: store}}
+	if err := env.k8s.Create(context.Background(), b); err != nil {
+		t.Fatalf("creating RedisClusterBackup %s/%s: %v", ns, name, err)
+	}
+}
+
+func getBackup(t *testing.T, ns, name string) *cachev1beta1.RedisClusterBackup {
+	t.Helper()
+	var b cachev1beta1.RedisClusterBackup
+	if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+		t.Fatal(err)
+	}
+	return &b
+}
+
+func backupSummary(b *cachev1beta1.RedisClusterBackup) string {
+	s := fmt.Sprintf("phase %s, attempts %d", b.Status.Phase, b.Status.Attempts)
+	for _, c := range b.Status.Conditions {
+		s += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return s
+}
+
+// waitBackup polls the backup until cond holds.
+func waitBackup(t *testing.T, ns, name string, timeout time.Duration, cond func(*cachev1beta1.RedisClusterBackup) bool) *cachev1beta1.RedisClusterBackup {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b := getBackup(t, ns, name)
+		if cond(b) {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RedisClusterBackup %s/%s: %s", ns, name, backupSummary(b))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func hasManifest(t *testing.T, srv *s3test.Server, bucket string, b *cachev1beta1.RedisClusterBackup) bool {
+	t.Helper()
+	store, err := backup.NewStore(&cachev1beta1.ObjectStoreSpec{Endpoint: srv.Endpoint, Bucket: bucket, ForcePathStyle: true},
+		backup.Keys{AccessKeyID: s3test.AccessKey, SecretAccessKey: s3test.SecretKey}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := backup.BackupPath(&b.Spec.ObjectStore, b.Namespace, b.Spec.ClusterName, b.Name)
+	ok, err := store.Exists(context.Background(), backup.ManifestKey(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestBackup (label backup): backups of a 3×1 cluster to SeaweedFS's S3
+// gateway, restores from them, and the failures each with its condition.
+func TestBackup(t *testing.T) {
+	t.Run("restore", func(t *testing.T) {
+		scenario(t, "backup/restore")
+		srv := suiteStore(t)
+		srv.MakeBucket(t, "restore")
+		c := newCluster(t, "backup", nil)
+		backupSecret(t, c.ns, "s3", s3test.SecretKey)
+		c.waitReady(5 * time.Minute)
+		keys := loadKeys(t, c.clusterClient(), "bulk", 200000)
+		w := startWriter(t, c.clusterClient(), "live", writerOptions{Interval: 2 * time.Millisecond, Max: 1000000})
+		w.waitWrites(200, time.Minute)
+		// Every write acknowledged now was acknowledged before the backup's start.
+		w.mu.Lock()
+		before := append([]int(nil), w.acked...)
+		w.mu.Unlock()
+		createBackup(t, c.ns, "b1", c.name, storeSpec(srv, "restore", "s3"))
+		b := waitBackup(t, c.ns, "b1", 5*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
+			return b.Status.Phase == cachev1beta1.BackupCompleted || b.Status.Phase == cachev1beta1.BackupFailed
+		})
+		during := w.result()
+		if b.Status.Phase != cachev1beta1.BackupCompleted || len(b.Status.Shards) != 3 || !hasManifest(t, srv, "restore", b) {
+			t.Fatalf("backup: %s", backupSummary(b))
+		}
+		for _, s := range b.Status.Shards {
+			if s.Role != "replica" || s.Size == 0 || len(s.SHA256) != 64 || len(s.Slots) == 0 {
+				t.Fatalf("shard %+v", s)
+			}
+		}
+		took := b.Status.EndTime.Sub(b.Status.StartTime.Time)
+		t.Logf("backup of %d bytes in %s (%.1f MB/s) under writes (%s)", b.Status.Size, took,
+			float64(b.Status.Size)/1e6/max(took.Seconds(), 0.001), during)
+
+		c.destroy()
+		c.waitPodsGone(3 * time.Minute)
+		if n := len(c.claims()); n != 0 {
+			t.Fatalf("%d claims left after deleting the cluster", n)
+		}
+
+		size := resource.MustParse("64Mi")
+		restored := &cluster{t: t, ns: c.ns, name: "restored"}
+		rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: restored.name},
+			Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1, Image: "redis:7.0",
+				Storage:   cachev1beta1.StorageSpec{Size: &size, DeleteClaimPolicy: cachev1beta1.DeleteClaimDelete},
+				Bootstrap: &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: "b1"}}}}
+		restored.track()
+		start := time.Now()
+		if err := env.k8s.Create(context.Background(), rc); err != nil {
+			t.Fatal(err)
+		}
+		restored.waitReady(5 * time.Minute)
+		t.Logf("restored and Ready in %s", time.Since(start).Round(time.Second))
+		cl := restored.clusterClient()
+		if lost, wrong := keys.check(t, cl, nil); len(lost)+len(wrong) > 0 {
+			t.Fatalf("bulk keys: %d lost (first %s), %d wrong (first %s)", len(lost), first(lost), len(wrong), first(wrong))
+		}
+		if lost, wrong := w.readBack(cl, before); len(lost)+len(wrong) > 0 {
+			t.Fatalf("%d writes acknowledged before the backup: %d lost (first %s), %d wrong (first %s)",
+				len(before), len(lost), first(lost), len(wrong), first(wrong))
+		}
+		t.Logf("200000 bulk keys and %d writes acknowledged before the backup read back", len(before))
+	})
+
+	t.Run("object-store-errors", func(t *testing.T) {
+		scenario(t, "backup/object-store-errors")
+		srv := suiteStore(t)
+		srv.MakeBucket(t, "errors")
+		ns := "e2e-backup-errors"
+		if err := ensureNamespace(context.Background(), ns); err != nil {
+			t.Fatal(err)
+		}
+		backupSecret(t, ns, "wrong", "not-the-secret-key")
+		backupSecret(t, ns, "right", s3test.SecretKey)
+		createBackup(t, ns, "wrong-key", "none", storeSpec(srv, "errors", "wrong"))
+		createBackup(t, ns, "no-bucket", "none", storeSpec(srv, "missing", "right"))
+		createBackup(t, ns, "no-secret", "none", storeSpec(srv, "errors", "absent"))
+		for name, reason := range map[string]string{
+			"wrong-key": cachev1beta1.BackupAccessDeniedReason,
+			"no-bucket": cachev1beta1.BackupNoSuchBucketReason,
+			"no-secret": cachev1beta1.BackupCredentialsSecretReason,
+		} {
+			b := waitBackup(t, ns, name, 2*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
+				c := meta.FindStatusCondition(b.Status.Conditions, cachev1beta1.BackupObjectStoreReadyCondition)
+				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason
+			})
+			if b.Status.Phase != cachev1beta1.BackupPending || hasManifest(t, srv, "errors", b) {
+				t.Fatalf("%s: %s", name, backupSummary(b))
+			}
+			t.Logf("%s: %s", name, backupSummary(b))
+		}
+	})
+
+	t.Run("operator-killed", func(t *testing.T) {
+		scenario(t, "backup/operator-killed")
+		srv := suiteStore(t)
+		srv.MakeBucket(t, "killed")
+		c := newCluster(t, "backup-killed", nil)
+		backupSecret(t, c.ns, "s3", s3test.SecretKey)
+		c.waitReady(5 * time.Minute)
+		loadKeys(t, c.clusterClient(), "bulk", 20000)
+		createBackup(t, c.ns, "b1", c.name, storeSpec(srv, "killed", "s3"))
+		// The replicas wait repl-diskless-sync-delay (5 s) before they fork:
+		// the attempt is recorded as Running well before it can finish.
+		b := waitBackup(t, c.ns, "b1", 2*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
+			return b.Status.Phase == cachev1beta1.BackupRunning || b.Status.Phase == cachev1beta1.BackupCompleted ||
+				b.Status.Phase == cachev1beta1.BackupFailed
+		})
+		killOperator(t)
+		if b.Status.Phase != cachev1beta1.BackupRunning {
+			t.Fatalf("the backup was not running when the operator was killed: %s", backupSummary(b))
+		}
+		time.Sleep(2 * time.Second)
+		if b := getBackup(t, c.ns, "b1"); hasManifest(t, srv, "killed", b) {
+			t.Fatalf("a manifest exists for the attempt cut short: %s", backupSummary(b))
+		}
+		startOperator(t)
+		b = waitBackup(t, c.ns, "b1", 5*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
+			return b.Status.Phase == cachev1beta1.BackupCompleted || b.Status.Phase == cachev1beta1.BackupFailed
+		})
+		switch b.Status.Phase {
+		case cachev1beta1.BackupCompleted:
+			if b.Status.Attempts < 2 || !hasManifest(t, srv, "killed", b) || len(b.Status.Shards) != 3 {
+				t.Fatalf("completed after the kill: %s", backupSummary(b))
+			}
+		default:
+			if hasManifest(t, srv, "killed", b) {
+				t.Fatalf("a failed backup has a manifest: %s", backupSummary(b))
+			}
+		}
+		t.Logf("after the kill: %s", backupSummary(b))
+	})
+}

@@ -1,0 +1,169 @@
+// Package s3test starts a real S3-compatible object store for tests:
+// SeaweedFS's `weed mini` (master, volume server, filer and S3 gateway in
+// one process; bin/weed, built by `make tools` from hack/tools/seaweedfs,
+// or $WEED), on a loopback address of its own, with one identity whose
+// access key pair signs every request (anonymous requests are refused).
+package s3test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// The identity every Server accepts.
+const (
+	AccessKey = "redis-operator-test"
+	SecretKey = "s3test-secret-key-0123456789abcdef"
+)
+
+// S3Port is the S3 gateway's port on the Server's address (weed's default).
+const S3Port = 8333
+
+// Server is one `weed mini` process.
+type Server struct {
+	// IP is the loopback address every port of the server listens on.
+	IP string
+	// Endpoint is the S3 API's URL, http://IP:8333.
+	Endpoint string
+	// Dir holds the data and weed.log.
+	Dir string
+	cmd *exec.Cmd
+}
+
+var next atomic.Int32
+
+// Binary is the weed binary: $WEED, else bin/weed of the first directory
+// upward from the working directory that has one.
+func Binary() (string, error) {
+	if w := os.Getenv("WEED"); w != "" {
+		return w, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "bin", "weed")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("s3test: no bin/weed above the working directory: run make tools (or set $WEED)")
+		}
+		dir = parent
+	}
+}
+
+// Start starts a server in a temporary directory on an address of its own,
+// 127.83.X.Y (X from the process ID, Y counting the servers of the
+// process), and waits (up to 90 s) until its S3 gateway answers a signed
+// ListBuckets; it is stopped when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	n := next.Add(1)
+	return StartAt(t, fmt.Sprintf("127.83.%d.%d", os.Getpid()%250, n%250+1))
+}
+
+// StartAt is Start on ip, an address of this machine whose weed ports
+// (8333, 8888, 9333, 9340 and their gRPC ports, +10000) are free: for
+// example a local plane's gateway, which its pods can reach.
+func StartAt(t testing.TB, ip string) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{"identities": []any{map[string]any{
+		"name":        "tester",
+		"credentials": []any{map[string]string{"accessKey": AccessKey, "secretKey": SecretKey}},
+		"actions":     []string{"Admin", "Read", "List", "Tagging", "Write"},
+	}}})
+	cfgFile := filepath.Join(dir, "s3.json")
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "weed.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "mini", "-dir="+data, "-ip="+ip, "-ip.bind="+ip,
+		"-s3.config="+cfgFile, "-s3.port="+fmt.Sprint(S3Port), "-s3.iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+		"-webdav=false", "-admin.ui=false", "-master.telemetry=false",
+		"-filer.localSocket="+filepath.Join(dir, "filer.sock"), "-s3.localSocket="+filepath.Join(dir, "s3.sock"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("s3test: starting %s: %v", bin, err)
+	}
+	s := &Server{IP: ip, Endpoint: fmt.Sprintf("http://%s:%d", ip, S3Port), Dir: dir, cmd: cmd}
+	t.Cleanup(s.Stop)
+	deadline := time.Now().Add(90 * time.Second)
+	c := s.Client(t)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.ListBuckets(ctx)
+		cancel()
+		if err == nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
+			t.Fatalf("s3test: weed mini on %s not answering after 90 s: %v\n%s", ip, err, tail(log, 4000))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// Client is a minio client signed with the server's identity.
+func (s *Server) Client(t testing.TB) *minio.Client {
+	t.Helper()
+	c, err := minio.New(fmt.Sprintf("%s:%d", s.IP, S3Port), &minio.Options{
+		Creds: credentials.NewStaticV4(AccessKey, SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// MakeBucket creates a bucket, failing the test on an error.
+func (s *Server) MakeBucket(t testing.TB, name string) {
+	t.Helper()
+	if err := s.Client(t).MakeBucket(context.Background(), name, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+		t.Fatalf("s3test: creating bucket %s: %v", name, err)
+	}
+}
+
+// Stop kills the server's process group and waits for it.
+func (s *Server) Stop() {
+	if s.cmd.Process == nil || s.cmd.ProcessState != nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = s.cmd.Wait()
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

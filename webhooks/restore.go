@@ -1,0 +1,55 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/backup"
+)
+
+// checkRestore rejects, on create, a spec.bootstrap.fromBackup.backupName
+// that names no RedisClusterBackup of the namespace, a Failed one, or a
+// Completed one that cannot bootstrap this spec (backup.CheckRestorable:
+// another shard count, a newer Redis than the image's). A backup still
+// running is accepted (the controller waits for it); a backup given by
+// object store and path is checked by the controller, which reads its
+// manifest. Without Backups nothing is checked.
+func (v *Validator) checkRestore(ctx context.Context, old, obj *cachev1beta1.RedisCluster, r *result) error {
+	if v.Backups == nil || old != nil || obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.FromBackup == nil ||
+		obj.Spec.Bootstrap.FromBackup.BackupName == "" {
+		return nil
+	}
+	p := field.NewPath("spec", "bootstrap", "fromBackup", "backupName")
+	name := obj.Spec.Bootstrap.FromBackup.BackupName
+	var b cachev1beta1.RedisClusterBackup
+	if err := v.Backups.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: name}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.add(field.NotFound(p, name))
+			return nil
+		}
+		return apierrors.NewInternalError(fmt.Errorf("reading RedisClusterBackup %s: %w", name, err))
+	}
+	switch b.Status.Phase {
+	case cachev1beta1.BackupFailed:
+		r.add(field.Invalid(p, name, "the backup failed: "+conditionMessage(&b)))
+	case cachev1beta1.BackupCompleted:
+		if err := backup.CheckRestorable(len(b.Status.Shards), b.Status.RedisVersion, obj.Spec.Shards, obj.Spec.Image); err != nil {
+			r.add(field.Invalid(p, name, err.Error()))
+		}
+	}
+	return nil
+}
+
+func conditionMessage(b *cachev1beta1.RedisClusterBackup) string {
+	for _, c := range b.Status.Conditions {
+		if c.Type == cachev1beta1.BackupCompleteCondition {
+			return c.Message
+		}
+	}
+	return ""
+}
