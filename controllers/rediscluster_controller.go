@@ -455,6 +455,9 @@ const statusWriteAttempts = 3
 // s.original's, as a merge patch guarded by s.original's resourceVersion.
 func (r *RedisClusterReconciler) patchStatus(ctx context.Context, s *scope, succeeded bool) error {
 	rc := s.rc
+	if t := rc.Status.TLS; t != nil && t.Serial != "" && t.Serial != t.AppliedSerial {
+		s.obs.CertificatePending = t.Serial
+	}
 	status.Apply(rc, &s.obs, s.now, succeeded)
 	health := r.computeHealth(ctx, s)
 	rc.Status.Health = &health

@@ -26,6 +26,10 @@ const PodStartGrace = 2 * time.Minute
 type Observation struct {
 	// SpecErr: the spec can never be reconciled as written.
 	SpecErr error
+	// CertificatePending is the serial of the TLS certificate that not
+	// every node serves yet (status.tls.serial while it differs from
+	// status.tls.appliedSerial), "" when none.
+	CertificatePending string
 	// ReconcileErr: a step of this pass failed (API call, Redis command);
 	// it is retried with backoff.
 	ReconcileErr error
@@ -384,6 +388,11 @@ func progressReason(o *Observation) (reason, message string) {
 			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
 		}
 		return cachev1beta1.RedisClusterRotatingCredentialsReason, msg
+	case o.CertificatePending != "":
+		// Until every node serves it, a client that verifies the new pod's
+		// address against the old certificate fails its handshake.
+		return cachev1beta1.RedisClusterApplyingCertificateReason,
+			fmt.Sprintf("Loading TLS certificate %s on every node without restarts.", o.CertificatePending)
 	case len(o.Pods.NotReady) > 0 && !(t != nil && o.Formed() && o.Scaling()):
 		// (While shards are added or removed, the new pods starting are
 		// part of the scaling: the engine works as soon as they run.)

@@ -435,3 +435,29 @@ func TestConditionsNameThePodWaitedFor(t *testing.T) {
 		})
 	}
 }
+
+// TestNotReadyWhileACertificateLoads: a healthy cluster whose new TLS
+// certificate not every node serves yet is Progressing (ApplyingCertificate,
+// naming the serial) and not Ready, so that "Ready" promises that every
+// node presents the certificate clients verify against; once every node
+// serves it the cluster is Ready again.
+func TestNotReadyWhileACertificateLoads(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	o := healthyObservation()
+	o.CertificatePending = "7f3a"
+	Apply(rc, &o, time.Now(), true)
+	ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
+	prog := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterProgressingCondition)
+	if ready.Status != metav1.ConditionFalse || ready.Reason != cachev1beta1.RedisClusterApplyingCertificateReason {
+		t.Errorf("Ready %s/%s while a certificate loads, want False/ApplyingCertificate", ready.Status, ready.Reason)
+	}
+	if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "7f3a") {
+		t.Errorf("Progressing %s %q, want True naming the serial", prog.Status, prog.Message)
+	}
+	o.CertificatePending = ""
+	Apply(rc, &o, time.Now(), true)
+	if ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %s/%s once every node serves the certificate, want True", ready.Status, ready.Reason)
+	}
+}

@@ -46,6 +46,10 @@ const (
 	RedisClusterUpgradingReason = "Upgrading"
 	// RedisClusterRotatingCredentialsReason: a password rotation is under way.
 	RedisClusterRotatingCredentialsReason = "RotatingCredentials"
+	// RedisClusterApplyingCertificateReason: a new TLS certificate (issued,
+	// renewed, or changed in spec.tls.secretName's Secret) is not served by
+	// every node yet.
+	RedisClusterApplyingCertificateReason = "ApplyingCertificate"
 	// RedisClusterSlotsUncoveredReason: some slots have no live owner.
 	RedisClusterSlotsUncoveredReason = "SlotsUncovered"
 	// RedisClusterOpenSlotsReason: some slots are importing or migrating.
