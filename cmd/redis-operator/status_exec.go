@@ -25,7 +25,9 @@ const sampleMarker = "@@redis-operator-status@@ "
 // the operator's Secret), hands it to redis-cli through REDISCLI_AUTH so
 // it never shows in a process's arguments, and prints each reply after a
 // marker line. redis-cli is in every official redis image, and the
-// operator's own probes rely on it.
+// operator's own probes rely on it. A pod with spec.tls mounts its
+// certificate Secret: redis-cli then speaks TLS with it, as the probes do
+// (the certificate is also the client certificate tls-auth-clients asks for).
 //
 // Exec rather than a port-forward: it needs the same `pods/exec` right as
 // the probes' kubectl debugging, and works where the node serves no
@@ -35,7 +37,9 @@ p=` + resources.AuthDir + `/` + resources.PasswordKey + `
 if [ -z "$REDISCLI_AUTH" ] && [ -s "$p" ]; then REDISCLI_AUTH="$(cat "$p")"; fi
 if [ -n "$REDISCLI_AUTH" ]; then export REDISCLI_AUTH; else unset REDISCLI_AUTH; fi
 h="${POD_IP:-127.0.0.1}"
-r() { redis-cli -h "$h" -p ` + fmt.Sprint(resources.RedisPort) + ` "$@" 2>&1; }
+t=
+if [ -s ` + resources.TLSCertFile + ` ]; then t="--tls --cacert ` + resources.TLSCAFile + ` --cert ` + resources.TLSCertFile + ` --key ` + resources.TLSKeyFile + `"; fi
+r() { redis-cli $t -h "$h" -p ` + fmt.Sprint(resources.RedisPort) + ` "$@" 2>&1; }
 echo '` + sampleMarker + `nodes'; r CLUSTER NODES
 echo '` + sampleMarker + `info'; r CLUSTER INFO
 echo '` + sampleMarker + `node'; r INFO replication keyspace server memory
