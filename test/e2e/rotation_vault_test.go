@@ -53,27 +53,7 @@ func TestRotationVault(t *testing.T) {
 	if err := ensureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	vault, stopVault := startVault(t)
-	reviewerJWT := vaultReviewer(t, ns)
-	createServiceAccount(t, ns, vaultLoginSA)
-
-	// Kubernetes auth reviews tokens with the plane's apiserver.
-	vaultWrite(t, vault, "auth/kubernetes/config", map[string]any{
-		"kubernetes_host":      env.cfg.Host,
-		"kubernetes_ca_cert":   string(env.cfg.CAData),
-		"token_reviewer_jwt":   reviewerJWT,
-		"disable_local_ca_jwt": true,
-	})
-	if err := vault.Sys().PutPolicy(vaultPolicy, `path "secret/data/redis/*" { capabilities = ["read"] }`); err != nil {
-		t.Fatalf("writing policy %s: %v", vaultPolicy, err)
-	}
-	vaultWrite(t, vault, "auth/kubernetes/role/"+vaultRole, map[string]any{
-		"bound_service_account_names":      vaultLoginSA,
-		"bound_service_account_namespaces": ns,
-		"audience":                         vaultAudience,
-		"token_policies":                   vaultPolicy,
-		"token_ttl":                        "1h",
-	})
+	vault, stopVault, reviewerJWT := startVaultForNamespace(t, ns, "secret/data/redis/*")
 
 	passwords := []string{"vrot0-" + randomToken(), "vrot1-" + randomToken(), "vrot2-" + randomToken()}
 	kvPath := "redis/" + name
@@ -360,4 +340,34 @@ func vaultWrite(t *testing.T, cl *api.Client, path string, data map[string]any) 
 	if _, err := cl.Logical().Write(path, data); err != nil {
 		t.Fatalf("vault write %s: %v", path, err)
 	}
+}
+
+// startVaultForNamespace starts the test Vault (startVault) set up for a
+// cluster of namespace ns: the Kubernetes auth method reviews tokens with
+// the plane's API server, policy vaultPolicy grants read on policyPath
+// (e.g. "secret/data/redis/*"), and role vaultRole binds the ServiceAccount
+// vaultLoginSA of ns (created here) with audience vaultAudience. It
+// returns the reviewer's token too, for the checks that it leaks nowhere.
+func startVaultForNamespace(t *testing.T, ns, policyPath string) (vault *api.Client, stop func(), reviewerJWT string) {
+	t.Helper()
+	vault, stop = startVault(t)
+	reviewerJWT = vaultReviewer(t, ns)
+	createServiceAccount(t, ns, vaultLoginSA)
+	vaultWrite(t, vault, "auth/kubernetes/config", map[string]any{
+		"kubernetes_host":      env.cfg.Host,
+		"kubernetes_ca_cert":   string(env.cfg.CAData),
+		"token_reviewer_jwt":   reviewerJWT,
+		"disable_local_ca_jwt": true,
+	})
+	if err := vault.Sys().PutPolicy(vaultPolicy, `path "`+policyPath+`" { capabilities = ["read"] }`); err != nil {
+		t.Fatalf("writing policy %s: %v", vaultPolicy, err)
+	}
+	vaultWrite(t, vault, "auth/kubernetes/role/"+vaultRole, map[string]any{
+		"bound_service_account_names":      vaultLoginSA,
+		"bound_service_account_namespaces": ns,
+		"audience":                         vaultAudience,
+		"token_policies":                   vaultPolicy,
+		"token_ttl":                        "1h",
+	})
+	return vault, stop, reviewerJWT
 }

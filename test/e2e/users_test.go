@@ -45,25 +45,7 @@ func TestUsers(t *testing.T) {
 	if err := ensureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	vault, _ := startVault(t)
-	reviewerJWT := vaultReviewer(t, ns)
-	createServiceAccount(t, ns, vaultLoginSA)
-	vaultWrite(t, vault, "auth/kubernetes/config", map[string]any{
-		"kubernetes_host":      env.cfg.Host,
-		"kubernetes_ca_cert":   string(env.cfg.CAData),
-		"token_reviewer_jwt":   reviewerJWT,
-		"disable_local_ca_jwt": true,
-	})
-	if err := vault.Sys().PutPolicy(vaultPolicy, `path "secret/data/users/*" { capabilities = ["read"] }`); err != nil {
-		t.Fatal(err)
-	}
-	vaultWrite(t, vault, "auth/kubernetes/role/"+vaultRole, map[string]any{
-		"bound_service_account_names":      vaultLoginSA,
-		"bound_service_account_namespaces": ns,
-		"audience":                         vaultAudience,
-		"token_policies":                   vaultPolicy,
-		"token_ttl":                        "1h",
-	})
+	vault, _, _ := startVaultForNamespace(t, ns, "secret/data/users/*")
 	pw1, pw2 := "user1-"+randomToken(), "user2-"+randomToken()
 	put := func(pw string) int {
 		s, err := vault.KVv2("secret").Put(ctx, "users/app", map[string]any{"password": pw})
