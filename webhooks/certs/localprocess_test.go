@@ -38,7 +38,7 @@ const localPlaneManifests = "test/localplane/manifests/webhooks"
 // (as hack/localplane.sh does for another port), and decodes the CRD and
 // the ValidatingWebhookConfiguration. It fails when it renders anything
 // else (the in-cluster Service must be gone).
-func renderLocalPlaneManifests(t *testing.T, port int) (*apiextensionsv1.CustomResourceDefinition, *admissionv1.ValidatingWebhookConfiguration) {
+func renderLocalPlaneManifests(t *testing.T, port int) (crd *apiextensionsv1.CustomResourceDefinition, vwc *admissionv1.ValidatingWebhookConfiguration, others []*apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
 	// kustomize takes no absolute roots: copy the pieces into memory at
 	// their places relative to the repository root.
@@ -69,8 +69,7 @@ func renderLocalPlaneManifests(t *testing.T, port int) (*apiextensionsv1.CustomR
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", localPlaneManifests, err)
 	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	vwc := &admissionv1.ValidatingWebhookConfiguration{}
+	vwc = &admissionv1.ValidatingWebhookConfiguration{}
 	for _, r := range m.Resources() {
 		raw, err := r.AsYAML()
 		if err != nil {
@@ -80,24 +79,33 @@ func renderLocalPlaneManifests(t *testing.T, port int) (*apiextensionsv1.CustomR
 		var out any
 		switch r.GetKind() {
 		case "CustomResourceDefinition":
-			out = crd
+			c := &apiextensionsv1.CustomResourceDefinition{}
+			if r.GetName() == certs.DefaultCRDName {
+				crd = c
+			} else {
+				others = append(others, c)
+			}
+			out = c
 		case "ValidatingWebhookConfiguration":
 			out = vwc
 		default:
-			t.Fatalf("%s renders %s %s; want only the CRD and the ValidatingWebhookConfiguration", localPlaneManifests, r.GetKind(), r.GetName())
+			t.Fatalf("%s renders %s %s; want only CRDs and the ValidatingWebhookConfiguration", localPlaneManifests, r.GetKind(), r.GetName())
 		}
 		if err := yaml.UnmarshalStrict(raw, out); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return crd, vwc
+	if crd == nil {
+		t.Fatalf("%s renders no CRD %s", localPlaneManifests, certs.DefaultCRDName)
+	}
+	return crd, vwc, others
 }
 
 // TestLocalPlaneManifests: every webhook in the local plane's manifests is
 // a url clientConfig on localhost:9443 with the path this operator serves
 // for its version.
 func TestLocalPlaneManifests(t *testing.T) {
-	crd, vwc := renderLocalPlaneManifests(t, 9443)
+	crd, vwc, _ := renderLocalPlaneManifests(t, 9443)
 	if crd.Name != certs.DefaultCRDName || vwc.Name != certs.DefaultValidatingWebhookConfigurationName {
 		t.Fatalf("rendered CRD %q and configuration %q, want the names the certificates are injected into (%q, %q)",
 			crd.Name, vwc.Name, certs.DefaultCRDName, certs.DefaultValidatingWebhookConfigurationName)
@@ -134,8 +142,12 @@ func TestOperatorAsLocalProcess(t *testing.T) {
 	cfg, scheme, c := startAPIServer(t)
 	ctx := context.Background()
 	port := freePort(t)
-	crd, vwc := renderLocalPlaneManifests(t, port)
-	for _, obj := range []client.Object{crd, vwc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: certs.DefaultNamespace}}} {
+	crd, vwc, others := renderLocalPlaneManifests(t, port)
+	objs := []client.Object{crd, vwc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: certs.DefaultNamespace}}}
+	for _, o := range others { // the webhooks read RedisClusterBackups too
+		objs = append(objs, o)
+	}
+	for _, obj := range objs {
 		if err := c.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
