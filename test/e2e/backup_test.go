@@ -175,9 +175,11 @@ func TestBackup(t *testing.T) {
 
 		c.destroy()
 		c.waitPodsGone(3 * time.Minute)
-		if n := len(c.claims()); n != 0 {
-			t.Fatalf("%d claims left after deleting the cluster", n)
-		}
+		// A claim goes once no pod uses it (its pvc-protection finalizer).
+		waitFor(t, "the deleted cluster's claims gone", 2*time.Minute, func() (bool, string) {
+			n := len(c.claims())
+			return n == 0, fmt.Sprintf("%d claims left", n)
+		})
 
 		size := resource.MustParse("64Mi")
 		restored := &cluster{t: t, ns: c.ns, name: "restored"}

@@ -2,6 +2,7 @@ package localplane_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -108,10 +109,14 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("resolving an unknown Service gave %v, want NXDOMAIN", addrs)
 	}
 
-	// The ClusterIP reaches a, from the host and from pod c.
-	if err := rdb(svc.Spec.ClusterIP).Set(ctx, "via-service", "1", 0).Err(); err != nil {
-		t.Fatalf("SET through the ClusterIP %s: %v", svc.Spec.ClusterIP, err)
-	}
+	// The ClusterIP reaches a, from the host and from pod c, once kube-proxy
+	// has programmed the Service's ready endpoint (it syncs after the
+	// EndpointSlice changes, as on any cluster; until then it rejects).
+	viaService := rdb(svc.Spec.ClusterIP)
+	poll(ctx, t, "SET through the ClusterIP "+svc.Spec.ClusterIP, func() (bool, string) {
+		err := viaService.Set(ctx, "via-service", "1", 0).Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	if got, err := a.Get(ctx, "via-service").Result(); err != nil || got != "1" {
 		t.Fatalf("GET via-service on a = %q, %v; want 1", got, err)
 	}
