@@ -388,11 +388,6 @@ func progressReason(o *Observation) (reason, message string) {
 			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
 		}
 		return cachev1beta1.RedisClusterRotatingCredentialsReason, msg
-	case o.CertificatePending != "":
-		// Until every node serves it, a client that verifies the new pod's
-		// address against the old certificate fails its handshake.
-		return cachev1beta1.RedisClusterApplyingCertificateReason,
-			fmt.Sprintf("Loading TLS certificate %s on every node without restarts.", o.CertificatePending)
 	case len(o.Pods.NotReady) > 0 && !(t != nil && o.Formed() && o.Scaling()):
 		// (While shards are added or removed, the new pods starting are
 		// part of the scaling: the engine works as soon as they run.)
@@ -414,6 +409,12 @@ func progressReason(o *Observation) (reason, message string) {
 			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
 		}
 		return cachev1beta1.RedisClusterScalingReason, msg
+	case o.CertificatePending != "":
+		// Until every node serves it, a client that verifies the new pod's
+		// address against the old certificate fails its handshake. (A scale
+		// that brought the new pod says Scaling until its slots have moved.)
+		return cachev1beta1.RedisClusterApplyingCertificateReason,
+			fmt.Sprintf("Loading TLS certificate %s on every node without restarts.", o.CertificatePending)
 	case !t.Converged:
 		msg := t.Message
 		if t.EngineErr != nil {
