@@ -21,6 +21,7 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/backup"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/test/s3test"
 )
 
@@ -174,9 +175,17 @@ func TestBackup(t *testing.T) {
 			float64(b.Status.Size)/1e6/max(took.Seconds(), 0.001), during)
 
 		c.destroy()
+		// The StatefulSets go by garbage collection, after the cluster: until
+		// then they recreate pods, and the pods their claims.
+		waitFor(t, "the deleted cluster's StatefulSets gone", 2*time.Minute, func() (bool, string) {
+			n := len(c.statefulSets())
+			return n == 0, fmt.Sprintf("%d StatefulSets left", n)
+		})
 		c.waitPodsGone(3 * time.Minute)
 		// A claim goes once no pod uses it (its pvc-protection finalizer).
 		waitFor(t, "the deleted cluster's claims gone", 2*time.Minute, func() (bool, string) {
+			_ = env.k8s.DeleteAllOf(context.Background(), &corev1.PersistentVolumeClaim{}, client.InNamespace(c.ns),
+				client.MatchingLabels{resources.LabelCluster: c.name})
 			n := len(c.claims())
 			return n == 0, fmt.Sprintf("%d claims left", n)
 		})
