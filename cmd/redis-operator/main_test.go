@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -30,40 +31,8 @@ import (
 // it takes the leader Lease, reconciles a RedisCluster, and stops cleanly
 // on SIGTERM.
 func TestRunsAgainstAKubeconfig(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
-		t.Setenv("KUBEBUILDER_ASSETS", abs)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := cachev1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run `make tools` first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, scheme, kubeconfigPath := envtestWithKubeconfig(t, "operator")
+	dir := filepath.Dir(kubeconfigPath)
 
 	bin := filepath.Join(dir, "redis-operator")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -184,4 +153,48 @@ func TestManifestsSubcommand(t *testing.T) {
 	if !bytes.Contains(got, []byte("kind: CustomResourceDefinition")) || !bytes.Contains(got, []byte("kind: Deployment")) {
 		t.Fatal("the prod render lacks the CRD or the manager Deployment")
 	}
+}
+
+// envtestWithKubeconfig starts a real API server (envtest, the binaries in
+// bin/ unless KUBEBUILDER_ASSETS says otherwise) with the repository's
+// CRDs, stopped when t ends, and writes a kubeconfig for a user named
+// user in system:masters into a temporary directory of t. It returns the
+// admin config, a scheme with client-go's and the v1beta1 types, and the
+// kubeconfig's path.
+func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Scheme, string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
+		t.Setenv("KUBEBUILDER_ASSETS", abs)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachev1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (run `make tools` first): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	u, err := env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, scheme, path
 }

@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/cmd/redis-operator/statusview"
@@ -29,39 +24,7 @@ import (
 // the namespace defaults to the kubeconfig context's ("default"); a
 // missing cluster is exit code 1 naming it.
 func TestStatusFromTheAPI(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
-		t.Setenv("KUBEBUILDER_ASSETS", abs)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := cachev1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run `make tools` first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "reader", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, scheme, path := envtestWithKubeconfig(t, "reader")
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
