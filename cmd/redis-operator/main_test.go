@@ -155,13 +155,11 @@ func TestManifestsSubcommand(t *testing.T) {
 	}
 }
 
-// envtestWithKubeconfig starts a real API server (envtest, the binaries in
-// bin/ unless KUBEBUILDER_ASSETS says otherwise) with the repository's
-// CRDs, stopped when t ends, and writes a kubeconfig for a user named
-// user in system:masters into a temporary directory of t. It returns the
-// admin config, a scheme with client-go's and the v1beta1 types, and the
-// kubeconfig's path.
-func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Scheme, string) {
+// startEnvtest starts a real API server (envtest, the binaries in bin/
+// unless KUBEBUILDER_ASSETS says otherwise) with the repository's CRDs,
+// stopped when t ends, and returns its admin config and a scheme with
+// client-go's and the v1beta1 types.
+func startEnvtest(t *testing.T) (*envtest.Environment, *rest.Config, *runtime.Scheme) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
@@ -184,6 +182,15 @@ func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Sc
 		t.Fatalf("starting envtest (run `make tools` first): %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	return env, cfg, scheme
+}
+
+// envtestWithKubeconfig is startEnvtest plus a kubeconfig, in a temporary
+// directory of t, for a user named user in system:masters. It returns the
+// admin config, the scheme and the kubeconfig's path.
+func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Scheme, string) {
+	t.Helper()
+	env, cfg, scheme := startEnvtest(t)
 	u, err := env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, cfg)
 	if err != nil {
 		t.Fatal(err)

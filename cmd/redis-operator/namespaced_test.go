@@ -19,12 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -44,26 +42,7 @@ const (
 // Secret) with no request forbidden, and the one in "other" is not
 // touched.
 func TestNamespacedInstall(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
-		t.Setenv("KUBEBUILDER_ASSETS", abs)
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, cachev1beta1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run `make tools` first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg, scheme := startEnvtest(t)
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
