@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/redis-operator/redis-operator/test/redistest"
@@ -31,4 +33,37 @@ func checkNoSecretOnDisk(t testing.TB, ns string, secrets ...string) {
 	if len(found) == 0 {
 		t.Logf("%d files on the data volumes of %s hold no password", files, ns)
 	}
+}
+
+// checkSecretsHidden fails c's test when any of secrets shows in the
+// RedisCluster (as YAML, status included), in the operator's log or in an
+// event of the cluster, naming only the secret's index. It returns the
+// operator's log, for the caller's check that the log it searched is the
+// one that recorded the scenario.
+func (c *cluster) checkSecretsHidden(secrets []string) string {
+	c.t.Helper()
+	status, err := objectYAML(c.get())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	raw, err := os.ReadFile(env.opLog)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	logText := string(raw)
+	events := c.events()
+	for i, s := range secrets {
+		if strings.Contains(string(status), s) {
+			c.t.Fatalf("the RedisCluster shows secret #%d", i)
+		}
+		if strings.Contains(logText, s) {
+			c.t.Fatalf("the operator's log shows secret #%d", i)
+		}
+		for _, e := range events {
+			if strings.Contains(e.Message, s) {
+				c.t.Fatalf("event %s shows secret #%d", e.Reason, i)
+			}
+		}
+	}
+	return logText
 }
