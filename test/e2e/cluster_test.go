@@ -258,6 +258,15 @@ func (c *cluster) clusterClient() *redis.ClusterClient {
 			addrs = append(addrs, addr(p.Status.PodIP))
 		}
 	}
+	// The client Service is a seed too, as it is for applications: once
+	// every pod has moved (a drain of each node) all the pod IPs above are
+	// gone, and go-redis falls back to its seeds when no node it knew
+	// answers.
+	var svc corev1.Service
+	if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: resources.ClientServiceName(c.name)}, &svc); err == nil &&
+		svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		addrs = append(addrs, addr(svc.Spec.ClusterIP))
+	}
 	cl := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                    addrs,
 		Password:                 c.password(),
