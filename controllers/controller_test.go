@@ -611,6 +611,25 @@ func TestDeletion(t *testing.T) {
 			if err := k8s.Get(testCtx, client.ObjectKeyFromObject(other), got); err != nil || got.DeletionTimestamp != nil {
 				t.Errorf("another cluster's claim: %v %v", err, got.DeletionTimestamp)
 			}
+			// Claims are deleted only once the StatefulSets that would
+			// recreate them are gone. envtest runs no garbage collector,
+			// so with Retain (or skip) the StatefulSets are still there.
+			var sets appsv1.StatefulSetList
+			if err := k8s.List(testCtx, &sets, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			live := 0
+			for _, sts := range sets.Items {
+				if sts.DeletionTimestamp == nil {
+					live++
+				}
+			}
+			if tc.wantDeleted && live != 0 {
+				t.Errorf("%d StatefulSets left after the claims were deleted, want 0", live)
+			}
+			if !tc.wantDeleted && live == 0 {
+				t.Errorf("the StatefulSets were deleted without deleteClaimPolicy Delete")
+			}
 		})
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -19,9 +22,9 @@ const deletionRetry = 2 * time.Second
 
 // reconcileDelete runs while the RedisCluster is being deleted. No
 // topology work runs any more (only this function is called). With
-// spec.storage.deleteClaimPolicy Delete the cluster's PVCs are deleted
-// (PVC protection removes them once garbage collection has stopped their
-// pods); with Retain they stay, with their data. Then the finalizer goes,
+// spec.storage.deleteClaimPolicy Delete the cluster's StatefulSets and
+// then its PVCs are deleted (PVC protection removes the claims once
+// garbage collection has stopped their pods); with Retain they stay, with their data. Then the finalizer goes,
 // and garbage collection deletes the owned children.
 //
 // Deletion never hangs: the annotation cache.redis.io/skip-cleanup=true
@@ -78,10 +81,27 @@ func deletionVerdict(now, requested time.Time, timeout time.Duration, cleanupErr
 }
 
 // cleanup does what deleteClaimPolicy asks and reports what is left: nil
-// when every claim is gone or being deleted.
+// when every claim is gone or being deleted. The StatefulSets go first:
+// while one exists it recreates a pod deleted meanwhile, and with it a
+// claim no one would delete (the StatefulSet controller does nothing
+// for a StatefulSet being deleted).
 func (r *RedisClusterReconciler) cleanup(ctx context.Context, rc *cachev1beta1.RedisCluster) error {
 	if rc.Spec.Storage.DeleteClaimPolicy != cachev1beta1.DeleteClaimDelete {
 		return nil
+	}
+	var sets appsv1.StatefulSetList
+	if err := r.Client.List(ctx, &sets, client.InNamespace(rc.Namespace),
+		client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+		return fmt.Errorf("listing StatefulSets: %w", err)
+	}
+	for i := range sets.Items {
+		sts := &sets.Items[i]
+		if sts.DeletionTimestamp != nil || !metav1.IsControlledBy(sts, rc) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting StatefulSet %s: %w", sts.Name, err)
+		}
 	}
 	if err := r.deleteClaims(ctx, rc, nil); err != nil {
 		return err
