@@ -316,11 +316,16 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	// The real scheduler: affinity, anti-affinity, topology spread, taints
 	// and tolerations, volume binding, preemption, with its default
 	// profile. Its client is in system:masters like every identity here.
+	// A pod found unschedulable is tried again after 20 s at the latest
+	// instead of 5 min: a pod scheduled just before the scheduler saw its
+	// new claim ("pod has unbound immediate PersistentVolumeClaims. not
+	// found") was seen to wait out the whole 5 min, with the claim bound.
 	if _, err := cp.start("kube-scheduler", filepath.Join(o.BinDir, "kube-scheduler"),
 		"--kubeconfig="+cmKubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--profiling=false",
+		"--pod-max-in-unschedulable-pods-duration=20s",
 	); err != nil {
 		return nil, err
 	}
