@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
-	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
 // deletionRetry is how soon deletion cleanup is tried again.
@@ -24,8 +23,9 @@ const deletionRetry = 2 * time.Second
 // topology work runs any more (only this function is called). With
 // spec.storage.deleteClaimPolicy Delete the cluster's StatefulSets and
 // then its PVCs are deleted (PVC protection removes the claims once
-// garbage collection has stopped their pods); with Retain they stay, with their data. Then the finalizer goes,
-// and garbage collection deletes the owned children.
+// garbage collection has stopped their pods); with Retain they stay,
+// with their data. Then the finalizer goes, and garbage collection
+// deletes the owned children.
 //
 // Deletion never hangs: the annotation cache.redis.io/skip-cleanup=true
 // removes the finalizer at once, and when cleanup keeps failing for
@@ -90,8 +90,7 @@ func (r *RedisClusterReconciler) cleanup(ctx context.Context, rc *cachev1beta1.R
 		return nil
 	}
 	var sets appsv1.StatefulSetList
-	if err := r.Client.List(ctx, &sets, client.InNamespace(rc.Namespace),
-		client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+	if err := r.Client.List(ctx, &sets, client.InNamespace(rc.Namespace), managedBy(rc)); err != nil {
 		return fmt.Errorf("listing StatefulSets: %w", err)
 	}
 	for i := range sets.Items {
@@ -107,8 +106,7 @@ func (r *RedisClusterReconciler) cleanup(ctx context.Context, rc *cachev1beta1.R
 		return err
 	}
 	var list corev1.PersistentVolumeClaimList
-	if err := r.Client.List(ctx, &list, client.InNamespace(rc.Namespace),
-		client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(rc.Namespace), managedBy(rc)); err != nil {
 		return fmt.Errorf("listing claims: %w", err)
 	}
 	for _, pvc := range list.Items {

@@ -160,11 +160,18 @@ func (r *RedisClusterReconciler) removeLeftShards(ctx context.Context, s *scope)
 	return ctrl.Result{}, false, nil
 }
 
+// managedBy selects what the operator made for rc, or what its
+// StatefulSets made from templates it wrote: StatefulSets, pods and claims
+// carry both labels (resources.ClusterLabels).
+func managedBy(rc *cachev1beta1.RedisCluster) client.MatchingLabels {
+	return client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}
+}
+
 // deleteClaims deletes the cluster's PVCs that also match extra labels.
 // Claims still mounted are only marked: Kubernetes' PVC protection removes
 // them when their pod is gone.
 func (r *RedisClusterReconciler) deleteClaims(ctx context.Context, rc *cachev1beta1.RedisCluster, extra map[string]string) error {
-	sel := client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}
+	sel := managedBy(rc)
 	for k, v := range extra {
 		sel[k] = v
 	}

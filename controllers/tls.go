@@ -182,8 +182,7 @@ func reissueReason(ca, cert, key, secretCA []byte, dns []string, ips []net.IP, n
 // clusterPodIPs are the IPs of the cluster's pods that have one, sorted.
 func (r *RedisClusterReconciler) clusterPodIPs(ctx context.Context, rc *cachev1beta1.RedisCluster) ([]net.IP, error) {
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(rc.Namespace),
-		client.MatchingLabels{resources.LabelCluster: rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(rc.Namespace), managedBy(rc)); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var ips []net.IP
