@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,6 +139,35 @@ func (c *conns) remember(addr string, m nodeMemo) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.memos[addr] = m
+}
+
+// usersSet records that the node at addr got the users in digests (name → digest of the
+// ACL SETUSER arguments) at now (see nodeMemo.usersApplied); an empty digest forgets the
+// user (ACL DELUSER).
+func (c *conns) usersSet(addr string, digests map[string]string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var m nodeMemo
+	if c.opts.Pool != nil {
+		m = c.opts.Pool.memo(c.opts.PoolOwner, addr)
+	} else {
+		m = c.memos[addr]
+	}
+	users := make(map[string]appliedUser, len(m.users)+len(digests))
+	maps.Copy(users, m.users)
+	for name, d := range digests {
+		if d == "" {
+			delete(users, name)
+			continue
+		}
+		users[name] = appliedUser{digest: d, at: now}
+	}
+	m.users = users
+	if c.opts.Pool != nil {
+		c.opts.Pool.remember(c.opts.PoolOwner, addr, m)
+		return
+	}
 	c.memos[addr] = m
 }
 

@@ -146,6 +146,31 @@ type nodeMemo struct {
 	info   ClusterInfo
 	shape  string
 	stable bool
+	// users holds, by ACL user name, the digest of the ACL SETUSER arguments ApplyUsers last
+	// sent the node under runID, and when. Never modified in place: a new map replaces it.
+	users map[string]appliedUser
+}
+
+// appliedUser is one ACL user's last ACL SETUSER on a node (nodeMemo.users).
+type appliedUser struct {
+	digest string
+	at     time.Time
+}
+
+// usersApplied reports whether the node got every user in digests (name → digest of its
+// ACL SETUSER arguments) with those very arguments less than configMaxAge before now, under
+// the run_id an observation saw.
+func (m nodeMemo) usersApplied(digests map[string]string, now time.Time) bool {
+	if m.runID == "" {
+		return false
+	}
+	for name, d := range digests {
+		a, ok := m.users[name]
+		if !ok || a.digest != d || now.Sub(a.at) >= configMaxAge {
+			return false
+		}
+	}
+	return true
 }
 
 // infoReusable reports whether the next observation may skip CLUSTER INFO and reuse info,
