@@ -54,16 +54,19 @@ modules: ## Vet and test the separate test modules (test Vault server, local con
 	cd test/localplane && go vet ./... && go test -count=1 ./...
 	cd test/argocdlua && go vet ./... && go test -count=1 ./...
 
+# How many side-by-side scenarios (those calling t.Parallel, test/e2e/doc.go)
+# run at once.
+E2E_PARALLEL ?= 4
 .PHONY: test-e2e
 test-e2e: ## End-to-end suite: the operator against the local control plane with real Redis (root).
-	@bash hack/e2e.sh $(BIN)/e2e.log -count=1 -timeout 40m
+	@bash hack/e2e.sh $(BIN)/e2e.log -count=1 -parallel $(E2E_PARALLEL) -timeout 40m
 
 # The scenarios whose failures depend on timing run twice more (three runs
 # in all with test-e2e) on the machine loaded by the rest of CI.
 E2E_REPEAT_RUN ?= ^(TestDisruptive|TestDataSafety|TestMidMigration|TestOperatorKilled)$$/^(delete-all-pods|asymmetric-partition|pause|delete|scale-out-3-6|scale-in-6-3)$$
 .PHONY: test-e2e-repeat
 test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod deleted, a partition, pause/delete mid-migration, the operator killed).
-	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -timeout 40m -run '$(E2E_REPEAT_RUN)'
+	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -parallel $(E2E_PARALLEL) -timeout 40m -run '$(E2E_REPEAT_RUN)'
 
 .PHONY: bench
 bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local plane (median of 3), many clusters under one operator.

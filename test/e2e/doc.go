@@ -29,6 +29,15 @@
 // 3→6 and a 6→3 scale (and SIGTERMs it once). `make test-e2e-repeat` runs the
 // timing-sensitive scenarios twice more.
 //
+// Side by side: a top-level test that calls t.Parallel() first runs next to
+// the other such tests (at most `-parallel`, 4 in the Makefile) once every
+// other top-level test has finished, so the whole suite fits CI's budget on
+// two cores. Only a test that keeps to its own namespaces and leaves the
+// shared operator, the nodes and the plane's network alone may do that; the
+// ones that stop or kill the operator (stopOperator, killOperator), install
+// their own, drain or lose nodes, or add iptables rules run one at a time,
+// before the side-by-side group.
+//
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):
 //

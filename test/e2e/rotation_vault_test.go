@@ -46,6 +46,7 @@ const (
 // CredentialsReady=False/VaultUnreachable and Redis keeps serving with the
 // last password.
 func TestRotationVault(t *testing.T) {
+	t.Parallel() // side by side: see doc.go
 	scenario(t, "rotation/vault-kv-twice-then-vault-down")
 	const name = "rotation-vault"
 	ctx := context.Background()

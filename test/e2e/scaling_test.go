@@ -26,6 +26,7 @@ import (
 // TestScaling (label scaling): shards are added and removed under a write
 // load without losing an acknowledged key (R7, R9).
 func TestScaling(t *testing.T) {
+	t.Parallel() // side by side: see doc.go
 	t.Run("out-in-3-5-3", func(t *testing.T) {
 		scenario(t, "scaling/out-in-3-5-3")
 		c := newCluster(t, "scale-out-in", nil)

@@ -25,6 +25,7 @@ import (
 // status names the sick pod and why, and once the pod is repaired the
 // cluster is Ready with every acknowledged key readable.
 func TestSickNode(t *testing.T) {
+	t.Parallel() // side by side: see doc.go
 	t.Run("scale-out-with-a-sick-replica", func(t *testing.T) {
 		scenario(t, "disruptive/sick-replica-scale-out")
 		c := newCluster(t, "sick-node", nil)

@@ -30,6 +30,7 @@ import (
 // (run_id unchanged); a deleted certificate Secret is issued again and
 // applied live the same way, under writes.
 func TestTLS(t *testing.T) {
+	t.Parallel() // side by side: see doc.go
 	t.Run("scale-rotate", func(t *testing.T) {
 		scenario(t, "tls/scale-rotate")
 		c := newCluster(t, "tls", func(rc *cachev1beta1.RedisCluster) {
