@@ -33,6 +33,7 @@ const passBound = controllers.DefaultPassBudget + 20*time.Second
 func TestMidMigration(t *testing.T) {
 	t.Parallel() // side by side: see doc.go
 	t.Run("pause", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "midmigration/pause")
 		c := newCluster(t, "mid-pause", func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 0 })
 		rc := c.waitReady(5 * time.Minute)
@@ -98,6 +99,7 @@ func TestMidMigration(t *testing.T) {
 	})
 
 	t.Run("delete", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "midmigration/delete")
 		c := newCluster(t, "mid-delete", func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 0 })
 		rc := c.waitReady(5 * time.Minute)

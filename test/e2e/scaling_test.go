@@ -28,6 +28,7 @@ import (
 func TestScaling(t *testing.T) {
 	t.Parallel() // side by side: see doc.go
 	t.Run("out-in-3-5-3", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "scaling/out-in-3-5-3")
 		c := newCluster(t, "scale-out-in", nil)
 		c.checkGeneratedPassword(c.waitReady(5 * time.Minute))
@@ -42,6 +43,7 @@ func TestScaling(t *testing.T) {
 
 	// R7: another operator broke its cluster on exactly this sequence.
 	t.Run("3-8-5", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "scaling/3-8-5")
 		c := newCluster(t, "scale-3-8-5", nil)
 		c.waitReady(5 * time.Minute)
@@ -58,6 +60,7 @@ func TestScaling(t *testing.T) {
 
 	// R7 again, the second step while the first still moves slots.
 	t.Run("3-8-5-mid-flight", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "scaling/3-8-5-mid-flight")
 		c := newCluster(t, "scale-mid-flight", nil)
 		c.waitReady(5 * time.Minute)
@@ -105,6 +108,7 @@ func TestScaling(t *testing.T) {
 	// forgotten or deleted while it owns or has open slots, and the next
 	// reconcile finishes the move.
 	t.Run("in-kill-destination", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "scaling/in-kill-destination")
 		c := newCluster(t, "scale-in-kill", func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.Shards = 4

@@ -32,6 +32,7 @@ import (
 func TestTLS(t *testing.T) {
 	t.Parallel() // side by side: see doc.go
 	t.Run("scale-rotate", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "tls/scale-rotate")
 		c := newCluster(t, "tls", func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true}
@@ -77,6 +78,7 @@ func TestTLS(t *testing.T) {
 	// the headless Service's name. A renewed certificate written into the
 	// Secret is served by every node without a restart, under writes.
 	t.Run("user-secret-rotate", func(t *testing.T) {
+		t.Parallel()
 		scenario(t, "tls/user-secret-rotate")
 		const name, secret = "tls-user", "tls-user-cert"
 		ns := "e2e-" + name
