@@ -130,7 +130,7 @@ func startBenchOperator(b *testing.B, resync time.Duration) *benchOperator {
 	metricsAddr := l.Addr().String()
 	_ = l.Close()
 	op := &benchOperator{metricsURL: "http://" + metricsAddr + "/metrics", logPath: filepath.Join(env.stateDir, "logs", "operator-bench.log")}
-	args := []string{"--kubeconfig", filepath.Join(env.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
+	args := []string{"--kubeconfig", env.opKubeconfig, "--leader-elect=false", "--webhooks=false",
 		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0", "--resync-period=" + resync.String()}
 	if addr := os.Getenv("E2E_BENCH_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr)

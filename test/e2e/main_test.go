@@ -38,6 +38,9 @@ type suite struct {
 	tmpDir   string // everything this run writes
 	stateDir string // the plane's state directory
 	opLog    string // the operator's log file
+	// opKubeconfig is the operator's kubeconfig: its own ServiceAccount
+	// (identity_test.go), not the plane's admin.
+	opKubeconfig string
 
 	cfg *rest.Config
 	k8s client.Client
@@ -73,6 +76,10 @@ func runSuite(m *testing.M) int {
 	}
 	env = s
 	code := m.Run()
+	if msg := s.checkSuiteIdentity(); msg != "" {
+		fmt.Fprintln(os.Stderr, "e2e: FAIL:", msg)
+		code = 1
+	}
 	s.teardown(code == 0)
 	return code
 }
@@ -164,6 +171,9 @@ func setupSuite() (*suite, error) {
 	fmt.Printf("e2e: local plane up in %.0fs (state %s)\n", time.Since(start).Seconds(), s.stateDir)
 
 	s.opLog = filepath.Join(logDir, "operator.log")
+	if s.opKubeconfig, err = s.operatorKubeconfig(); err != nil {
+		return s, err
+	}
 	if s.operator, err = s.launchOperator(); err != nil {
 		return s, err
 	}
@@ -178,7 +188,7 @@ const operatorGID = 4711
 // launchOperator starts the operator process, its log appended to s.opLog.
 func (s *suite) launchOperator() (*process, error) {
 	return startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, s.opLog, filepath.Join(s.binDir, "redis-operator"),
-		"--kubeconfig", filepath.Join(s.stateDir, "kubeconfig"), "--leader-elect=false", "--webhooks=false",
+		"--kubeconfig", s.opKubeconfig, "--leader-elect=false", "--webhooks=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		// The test Vault (test/vaultserver, TestRotationVault) serves plain
 		// http on 127.0.0.1; without this flag the operator refuses it.
