@@ -101,6 +101,10 @@ bench-unrelated: ## Operator RSS with one cluster, before and after 2000 unrelat
 bench-reshard: ## Time the engine scaling 3→4 against redis-cli rebalance (200 000 keys), print the ratio.
 	go test -run '^$$' -bench Reshard -benchtime 1x -timeout 20m ./controllers/topology/
 
+.PHONY: demo-gitops
+demo-gitops: ## Argo CD core on the local plane installs and scales the operator and a RedisCluster from Git (hack/gitops-demo.sh).
+	@bash hack/gitops-demo.sh
+
 .PHONY: demo dev-up dev-down
 demo: ## Run a 3x1 Redis Cluster on the local control plane; Ctrl-C stops everything.
 	@bash hack/localplane.sh demo
