@@ -169,6 +169,7 @@ func removeExampleCluster(t *testing.T, c *cluster) {
 func waitAppSettled(t *testing.T, revision string, timeout time.Duration) *unstructured.Unstructured {
 	t.Helper()
 	var app *unstructured.Unstructured
+	start := time.Now()
 	waitFor(t, "the Application Synced and Healthy at "+revision, timeout, func() (bool, string) {
 		var err error
 		if app, err = getApp(); err != nil {
@@ -177,6 +178,7 @@ func waitAppSettled(t *testing.T, revision string, timeout time.Duration) *unstr
 		s := appState(app)
 		return s.sync == "Synced" && s.health == "Healthy" && s.revision == revision && s.opPhase == "Succeeded" && s.opRevision == revision, s.String()
 	})
+	t.Logf("the Application was Synced and Healthy at %.8s after %.0fs", revision, time.Since(start).Seconds())
 	return app
 }
 
@@ -235,6 +237,7 @@ func deleteAppCascading(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	var sawFinalizing bool
+	start := time.Now()
 	waitFor(t, "the RedisCluster deleted through its finalizer", 5*time.Minute, func() (bool, string) {
 		rc := &cachev1beta1.RedisCluster{}
 		err := env.k8s.Get(ctx, c.key(), rc)
@@ -255,6 +258,7 @@ func deleteAppCascading(t *testing.T, c *cluster) {
 		}
 		return true, ""
 	})
+	t.Logf("the RedisCluster was deleted %.0fs after the ApplicationSet", time.Since(start).Seconds())
 	if !sawFinalizing {
 		t.Errorf("the RedisCluster was never seen held by its finalizer while being deleted")
 	}
