@@ -52,8 +52,9 @@ show() {
   kubectl -n redis get rcl 2>/dev/null || true
 }
 
-# watch_until WHAT TIMEOUT CMD...: prints a status line each time it
-# changes until CMD succeeds.
+# watch_until WHAT TIMEOUT CMD...: prints a status line (the Application's
+# sync and health, then kubectl get rcl without its AGE column) each time
+# it changes, until CMD succeeds.
 watch_until() {
   local what=$1 timeout=$2 last= line start=$SECONDS
   shift 2
@@ -61,7 +62,7 @@ watch_until() {
   while ! "$@"; do
     line=$(printf '%s | %s' \
       "$(kubectl -n argocd get application "$APP" -o jsonpath='app {.status.sync.status}/{.status.health.status} at {.status.sync.revision}; RedisCluster health {.status.resources[?(@.kind=="RedisCluster")].health.status}' 2>/dev/null)" \
-      "$(kubectl -n redis get rcl demo --no-headers 2>/dev/null)")
+      "$(kubectl -n redis get rcl demo --no-headers 2>/dev/null | awk '{NF--; print}')")
     if [ "$line" != "$last" ]; then printf '  %3ds  %s\n' $((SECONDS - start)) "$line"; last=$line; fi
     ((SECONDS - start < timeout)) || die "$what: not after ${timeout}s"
     sleep 2
