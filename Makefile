@@ -17,7 +17,7 @@ deps: ## Install the Debian packages the tests and the demo need (apt-get as roo
 	@bash hack/deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubectl and weed (SeaweedFS) into bin/ (no-op when present).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubectl, weed (SeaweedFS), kustomize and argocd into bin/ (no-op when present).
 	@bash hack/build-tools.sh
 
 .PHONY: generate
@@ -103,6 +103,10 @@ bench-unrelated: ## Operator RSS with one cluster, before and after 2000 unrelat
 .PHONY: bench-reshard
 bench-reshard: ## Time the engine scaling 3→4 against redis-cli rebalance (200 000 keys), print the ratio.
 	go test -run '^$$' -bench Reshard -benchtime 1x -timeout 20m ./controllers/topology/
+
+.PHONY: demo-gitops
+demo-gitops: ## Argo CD core on the local plane installs and scales the operator and a RedisCluster from Git (hack/gitops-demo.sh).
+	@bash hack/gitops-demo.sh
 
 .PHONY: demo dev-up dev-down
 demo: ## Run a 3x1 Redis Cluster on the local control plane; Ctrl-C stops everything.

@@ -247,9 +247,12 @@ dev_down() {
   echo "Stopped the plane in $dir (its state stays; dev-up resumes it)."
 }
 
-case ${1:-} in
-  demo) demo ;;
-  dev-up) dev_up ;;
-  dev-down) dev_down ;;
-  *) echo "usage: $0 demo|dev-up|dev-down" >&2; exit 2 ;;
-esac
+# Sourced (hack/gitops-demo.sh), it only defines the functions above.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  case ${1:-} in
+    demo) demo ;;
+    dev-up) dev_up ;;
+    dev-down) dev_down ;;
+    *) echo "usage: $0 demo|dev-up|dev-down" >&2; exit 2 ;;
+  esac
+fi

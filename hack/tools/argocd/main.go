@@ -4,7 +4,8 @@
 // quay.io/argoproj/argocd image). As in Argo CD's own image, the component is
 // chosen by the name the binary is started under (argocd-application-controller,
 // argocd-repo-server, argocd-applicationset-controller; symlinks), or by
-// $ARGOCD_BINARY_NAME.
+// $ARGOCD_BINARY_NAME. Started as argocd, it is the one CLI command the core
+// install runs (newCLICommand).
 package main
 
 import (
@@ -32,8 +33,10 @@ func main() {
 		cmd = reposerver.NewCommand()
 	case "argocd-applicationset-controller":
 		cmd = appset.NewCommand()
+	case "argocd":
+		cmd = newCLICommand()
 	default:
-		fmt.Fprintf(os.Stderr, "argocd: unknown component %q (start it as argocd-application-controller, argocd-repo-server or argocd-applicationset-controller)\n", name)
+		fmt.Fprintf(os.Stderr, "argocd: unknown component %q (start it as argocd-application-controller, argocd-repo-server, argocd-applicationset-controller or argocd)\n", name)
 		os.Exit(2)
 	}
 	if err := cmd.Execute(); err != nil {

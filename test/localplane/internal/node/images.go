@@ -26,6 +26,8 @@ type Image struct {
 	// User is the image's numeric USER (nil: root), the uid a container
 	// runs as when its security context names none.
 	User *int64
+	// Env is the image's ENV, under the container's own env.
+	Env map[string]string
 	// Install says how to get the binaries ("apt-get install redis-server").
 	Install string
 	// copied are the Binaries that are this checkout's builds rather than
@@ -35,6 +37,12 @@ type Image struct {
 	// docker-entrypoint.sh puts in front of arguments starting with "-" or
 	// ending in ".conf" (redis and valkey images do this).
 	serverPrefix string
+	// binDir is the image's directory of executables that the node mounts
+	// (linkBinaries), "" for none; hostBinDir is its host side once linked.
+	binDir, hostBinDir string
+	// init is an init process the image's entrypoint starts first (tini
+	// --), dropped from argv.
+	init []string
 }
 
 // ImageError is returned for images the local plane cannot run; the pod's
@@ -59,10 +67,14 @@ const operatorUser int64 = 65532
 // ending in "redis" or "valkey" run the local redis-server (Debian
 // redis-server; valkey images get Redis 7.0, not Valkey), repositories
 // ending in "redis_exporter" or "redis-exporter" run Debian's
-// prometheus-redis-exporter (the same oliver006 exporter).
+// prometheus-redis-exporter (the same oliver006 exporter); repositories
+// ending in "argoproj/argocd" run bin/argocd and bin/kustomize
+// (argocdImage).
 func LookupImage(ref, binDir string) (*Image, error) {
 	repo := repository(ref)
 	switch {
+	case strings.HasSuffix(repo, "argoproj/argocd"):
+		return argocdImage(binDir), nil
 	case strings.HasSuffix(repo, "redis-operator"):
 		user := operatorUser
 		bin := filepath.Join(binDir, "redis-operator")
@@ -118,7 +130,7 @@ func LookupImage(ref, binDir string) (*Image, error) {
 		}, nil
 	}
 	return nil, &ImageError{msg: fmt.Sprintf(
-		"image %q has no local stand-in on the local plane (known: repositories ending in redis, valkey, redis_exporter)", ref)}
+		"image %q has no local stand-in on the local plane (known: repositories ending in redis-operator, redis, valkey, redis_exporter, argoproj/argocd)", ref)}
 }
 
 // copyBinaries replaces each of a copied image's Binaries with the path
@@ -183,6 +195,7 @@ func (im *Image) Argv(command, args []string) ([]string, error) {
 			argv = append([]string{im.serverPrefix}, argv...)
 		}
 	}
+	argv = im.dropInit(argv)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("image %s has no entrypoint and the container sets no command", im.Name)
 	}
@@ -190,7 +203,7 @@ func (im *Image) Argv(command, args []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv[0] = bin
+	argv[0] = im.containerPath(bin)
 	return argv, nil
 }
 

@@ -319,6 +319,9 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 	if err == nil {
 		err = image.copyBinaries(pr.n.syncImageBinary)
 	}
+	if err == nil {
+		err = image.linkBinaries(ImagesDir(pr.n.stateDir))
+	}
 	if err != nil {
 		pr.setWaiting(c, "ErrImagePull", err.Error(), "Failed")
 		return 0, false
@@ -328,7 +331,9 @@ func (pr *podRuntime) runOnce(ctx context.Context, c *ctr) (code int, started bo
 		pr.setWaiting(c, "CreateContainerConfigError", err.Error(), "Failed")
 		return 0, false
 	}
+	e.applyImageEnv(image, &spec)
 	mounts, err := containerMounts(&spec, vols, e)
+	mounts = append(image.mounts(), mounts...)
 	if err == nil && pr.netns != nil {
 		var files []mountSpec
 		files, err = pr.networkFiles(e.values["HOSTNAME"])

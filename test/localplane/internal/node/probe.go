@@ -55,7 +55,7 @@ func runHandler(ctx context.Context, h corev1.ProbeHandler, t handlerTarget, tim
 		if err != nil {
 			return false, err.Error()
 		}
-		argv[0] = bin
+		argv[0] = t.image.containerPath(bin)
 		var out bytes.Buffer
 		s := t.exec
 		s.argv = argv

@@ -469,7 +469,7 @@ func (n *Node) RunInContainer(ctx context.Context, namespace, podName, container
 	if err != nil {
 		return err
 	}
-	argv[0] = bin
+	argv[0] = t.image.containerPath(bin)
 	s := t.exec
 	s.argv = argv
 	s.stdin, s.stdout, s.stderr = attach.Stdin(), attach.Stdout(), attach.Stderr()
