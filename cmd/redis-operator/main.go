@@ -151,6 +151,12 @@ func main() {
 		log.Error(err, "Cannot set up the RedisClusterBackup controller")
 		os.Exit(1)
 	}
+	// RedisClusterScheduledBackups (controllers/backup): a backup at each
+	// scheduled time, retention of old ones with their objects.
+	if err := (&backup.ScheduledReconciler{}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		log.Error(err, "Cannot set up the RedisClusterScheduledBackup controller")
+		os.Exit(1)
+	}
 
 	// Webhooks: conversion (v1alpha1 <-> v1beta1) and validation of both
 	// versions, served by every replica (not only the leader), with the

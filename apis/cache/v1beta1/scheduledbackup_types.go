@@ -112,6 +112,7 @@ type RedisClusterScheduledBackupStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rcsb,categories=redis
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name: at most 63 characters (it is the value of the cache.redis.io/scheduled-backup label of its backups)"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.template.clusterName`
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
