@@ -53,6 +53,9 @@ type Reconciler struct {
 	AttemptTimeout time.Duration
 	// IdleTimeout bounds a node's silence while streaming: DefaultIdleTimeout when not positive.
 	IdleTimeout time.Duration
+	// ProgressInterval is how often status.progress is written while
+	// streaming: DefaultProgressInterval when not positive.
+	ProgressInterval time.Duration
 }
 
 // SetupWithManager registers the controller.
@@ -192,6 +195,7 @@ func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisC
 	b.Status.Phase = cachev1beta1.BackupRunning
 	b.Status.StartTime = &now
 	b.Status.Shards, b.Status.Size, b.Status.RedisVersion = nil, 0, ""
+	b.Status.Progress, b.Status.ProgressTime = nil, nil
 	r.setCondition(b, cachev1beta1.BackupCompleteCondition, metav1.ConditionFalse, cachev1beta1.BackupRunningReason,
 		fmt.Sprintf("Attempt %d: streaming %d shards", b.Status.Attempts, len(sources)))
 	if err := r.patchStatus(ctx, stored, b); err != nil {
@@ -210,7 +214,13 @@ func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisC
 	var shards []ManifestShard
 	var version string
 	if err == nil {
-		shards, version, err = Take(actx, store, b.Status.Path, sources, password, r.IdleTimeout)
+		progress := NewProgress(len(sources))
+		stop := r.reportProgress(actx, b, sources, progress)
+		shards, version, err = Take(actx, store, b.Status.Path, sources, password, r.IdleTimeout, progress)
+		stop()
+		// The progress writes moved the API server's status on: the final
+		// patch starts from there (so that it clears status.progress).
+		*stored = *b.DeepCopy()
 	}
 	var m *Manifest
 	if err == nil {
@@ -239,6 +249,7 @@ func (r *Reconciler) complete(b *cachev1beta1.RedisClusterBackup, m *Manifest) {
 	b.Status.StartTime, b.Status.EndTime = &start, &end
 	b.Status.RedisVersion = m.RedisVersion
 	b.Status.Shards, b.Status.Size = nil, 0
+	b.Status.Progress, b.Status.ProgressTime = nil, nil
 	for _, s := range m.Shards {
 		b.Status.Shards = append(b.Status.Shards, cachev1beta1.BackupShardStatus{Name: s.Name, Pod: s.Pod, NodeID: s.NodeID,
 			Role: s.Role, Slots: s.Slots, ObjectKey: s.ObjectKey, Size: s.Size, SHA256: s.SHA256})
