@@ -53,6 +53,9 @@ type Reconciler struct {
 	AttemptTimeout time.Duration
 	// IdleTimeout bounds a node's silence while streaming: DefaultIdleTimeout when not positive.
 	IdleTimeout time.Duration
+	// Vault reads credentialsVault; nil leaves such backups Pending with
+	// ObjectStoreReady False (InvalidConfig).
+	Vault *VaultKeys
 	// ProgressInterval is how often status.progress is written while
 	// streaming: DefaultProgressInterval when not positive.
 	ProgressInterval time.Duration
@@ -128,7 +131,7 @@ func (r *Reconciler) initStatus(b *cachev1beta1.RedisClusterBackup) {
 // reconcileBackup moves b on; stored is b as read, what the API server
 // holds until attempt writes the attempt's start.
 func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup) (ctrl.Result, error) {
-	store, reason, err := OpenStore(ctx, r.APIReader, b.Namespace, &b.Spec.ObjectStore)
+	store, reason, err := OpenStoreVault(ctx, r.APIReader, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
 	if err == nil {
 		err = store.Check(ctx)
 		reason = Reason(err)

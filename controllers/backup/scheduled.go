@@ -43,6 +43,8 @@ type ScheduledReconciler struct {
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     clock.Clock
+	// Vault reads the credentialsVault of the backups retention deletes.
+	Vault *VaultKeys
 }
 
 // SetupWithManager registers the controller; a change of a backup it owns

@@ -136,7 +136,7 @@ func (r *ScheduledReconciler) retain(ctx context.Context, sb *cachev1beta1.Redis
 func (r *ScheduledReconciler) deleteBackup(ctx context.Context, sb *cachev1beta1.RedisClusterScheduledBackup, b *cachev1beta1.RedisClusterBackup) error {
 	n := 0
 	if b.Status.Path != "" {
-		store, _, err := OpenStore(ctx, r.APIReader, b.Namespace, &b.Spec.ObjectStore)
+		store, _, err := OpenStoreVault(ctx, r.APIReader, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
 		if err != nil {
 			return fmt.Errorf("backup %s: %w", b.Name, err)
 		}
