@@ -69,9 +69,10 @@ test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod del
 	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -parallel $(E2E_PARALLEL) -timeout 40m -run '$(E2E_REPEAT_RUN)'
 
 .PHONY: bench
-bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local plane (median of 3), many clusters under one operator.
+bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local plane (median of 3), backup and restore MB/s with a writer's p99, many clusters under one operator.
 	$(MAKE) --no-print-directory bench-reshard
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
+	go test -tags e2e -run '^$$' -bench BackupRestore -benchtime 1x -timeout 30m ./test/e2e/
 	$(MAKE) --no-print-directory bench-many
 	$(MAKE) --no-print-directory bench-unrelated
 

@@ -21,6 +21,7 @@ import (
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/credentials"
+	"github.com/redis-operator/redis-operator/controllers/credentials/vaultspec"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
 	"github.com/redis-operator/redis-operator/controllers/status"
@@ -47,9 +48,6 @@ const (
 	maxRetry   = 5 * time.Minute
 	// vaultTokenLifetime is what the operator asks TokenRequest for.
 	vaultTokenLifetime = 10 * time.Minute
-	// defaultCAKey is the key read from spec.auth.vault.caSecretRef when it
-	// names none.
-	defaultCAKey = "ca.crt"
 )
 
 // indexAuthSecret gives the Secrets spec.auth.secretRef and the
@@ -330,66 +328,13 @@ func (r *RedisClusterReconciler) readSource(ctx context.Context, s *scope, e *so
 // passwordFrom.vault), kept between passes (it holds the Vault token and
 // renews it) and built anew when the spec or the CA changed.
 func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *sourceEntry, v *cachev1beta1.VaultSource) (*credentials.VaultSource, error) {
-	rc := s.rc
-	// Refuse the address before reading any Secret or token for it.
-	if err := r.VaultAddresses.Check(v.Address); err != nil {
+	cfg, err := r.vaultSpecs().Config(ctx, v, s.rc.Namespace, s.rc.Name, s.log.WithName("vault"))
+	if err != nil {
 		return nil, err
 	}
-	var ca []byte
-	if v.CASecretRef != nil {
-		key := v.CASecretRef.Key
-		if key == "" {
-			key = defaultCAKey
-		}
-		sec, err := r.getSecret(ctx, rc.Namespace, v.CASecretRef.Name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: reading the Vault CA from Secret %s: %v", credentials.ErrInvalidConfig, v.CASecretRef.Name, err)
-		}
-		if ca = sec.Data[key]; len(ca) == 0 {
-			return nil, fmt.Errorf("%w: Secret %s has no CA under key %q", credentials.ErrInvalidConfig, v.CASecretRef.Name, key)
-		}
-	}
+	ca := cfg.CACert
 	if e.vault != nil && equality.Semantic.DeepEqual(e.vaultSpec, v) && string(e.vaultCA) == string(ca) {
 		return e.vault, nil
-	}
-	cfg := credentials.VaultConfig{
-		Address:   v.Address,
-		Addresses: r.VaultAddresses,
-		CACert:    ca,
-		Namespace: v.Namespace,
-		Mount:     v.Mount,
-		Path:      v.Path,
-		Key:       v.Key,
-		Timeout:   r.RedisTimeout,
-		Logger:    s.log.WithName("vault"),
-		Now:       r.Clock.Now,
-	}
-	if cfg.Mount == "" {
-		cfg.Mount = "secret"
-	}
-	if cfg.Key == "" {
-		cfg.Key = resources.PasswordKey
-	}
-	if v.Version != nil {
-		cfg.Version = int(*v.Version)
-	}
-	switch {
-	case v.TokenSecretRef != nil:
-		cfg.Auth.Token = credentials.TokenFromSecret(r.getSecret, rc.Namespace, v.TokenSecretRef.Name, secretKeyOr(v.TokenSecretRef, "token"))
-	default:
-		sa := v.ServiceAccountName
-		if sa == "" {
-			sa = rc.Name
-		}
-		audience := v.Audience
-		if audience == "" {
-			audience = "vault"
-		}
-		cfg.Auth.Kubernetes = &credentials.KubernetesAuth{
-			Role:                v.Role,
-			MountPath:           v.AuthMount,
-			ServiceAccountToken: r.serviceAccountToken(rc.Namespace, sa, audience),
-		}
 	}
 	src, err := credentials.NewVaultSource(cfg)
 	if err != nil {
@@ -397,6 +342,13 @@ func (r *RedisClusterReconciler) vaultSource(ctx context.Context, s *scope, e *s
 	}
 	e.vault, e.vaultSpec, e.vaultCA = src, v.DeepCopy(), ca
 	return src, nil
+}
+
+// vaultSpecs builds the Vault configs of spec.auth.vault, the users'
+// passwordFrom.vault and the object stores' credentialsVault.
+func (r *RedisClusterReconciler) vaultSpecs() vaultspec.Builder {
+	return vaultspec.Builder{Addresses: r.VaultAddresses, GetSecret: r.getSecret,
+		ServiceAccountToken: r.serviceAccountToken, Timeout: r.RedisTimeout, Now: r.Clock.Now}
 }
 
 // serviceAccountToken returns a TokenFunc asking the TokenRequest API

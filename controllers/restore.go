@@ -39,6 +39,11 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 		return ctrl.Result{}, false, nil
 	}
 	spec, path, err := r.restoreSource(ctx, s.rc)
+	if err == nil && spec.CredentialsVault != nil {
+		// The pods' init containers read the keys from a Secret (env).
+		err = &invalidRestoreError{"spec.bootstrap.fromBackup: the backup's object store has credentialsVault, which a restore does not read yet: " +
+			"give fromBackup.objectStore (with a credentialsSecretRef) and path"}
+	}
 	var store *backup.Store
 	if err == nil {
 		store, _, err = backup.OpenStore(ctx, r.reader(), s.rc.Namespace, spec)

@@ -147,8 +147,21 @@ func main() {
 
 	// RedisClusterBackups (controllers/backup): each shard's RDB streamed
 	// to the object store, the manifest last.
-	if err := (&backup.Reconciler{}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+	// Both read an object store's credentialsVault with spec.auth.vault's
+	// address policy.
+	backupVault, err := backup.NewVaultKeys(mgr.GetConfig(), *vaultAddresses, reconciler.RedisTimeout, log.WithName("backup-vault"))
+	if err != nil {
+		log.Error(err, "Cannot set up the backups' Vault client")
+		os.Exit(1)
+	}
+	if err := (&backup.Reconciler{Vault: backupVault}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		log.Error(err, "Cannot set up the RedisClusterBackup controller")
+		os.Exit(1)
+	}
+	// RedisClusterScheduledBackups (controllers/backup): a backup at each
+	// scheduled time, retention of old ones with their objects.
+	if err := (&backup.ScheduledReconciler{Vault: backupVault}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		log.Error(err, "Cannot set up the RedisClusterScheduledBackup controller")
 		os.Exit(1)
 	}
 

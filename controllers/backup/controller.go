@@ -53,6 +53,12 @@ type Reconciler struct {
 	AttemptTimeout time.Duration
 	// IdleTimeout bounds a node's silence while streaming: DefaultIdleTimeout when not positive.
 	IdleTimeout time.Duration
+	// Vault reads credentialsVault; nil leaves such backups Pending with
+	// ObjectStoreReady False (InvalidConfig).
+	Vault *VaultKeys
+	// ProgressInterval is how often status.progress is written while
+	// streaming: DefaultProgressInterval when not positive.
+	ProgressInterval time.Duration
 }
 
 // SetupWithManager registers the controller.
@@ -125,7 +131,7 @@ func (r *Reconciler) initStatus(b *cachev1beta1.RedisClusterBackup) {
 // reconcileBackup moves b on; stored is b as read, what the API server
 // holds until attempt writes the attempt's start.
 func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup) (ctrl.Result, error) {
-	store, reason, err := OpenStore(ctx, r.APIReader, b.Namespace, &b.Spec.ObjectStore)
+	store, reason, err := OpenStoreVault(ctx, r.APIReader, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
 	if err == nil {
 		err = store.Check(ctx)
 		reason = Reason(err)
@@ -192,6 +198,7 @@ func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisC
 	b.Status.Phase = cachev1beta1.BackupRunning
 	b.Status.StartTime = &now
 	b.Status.Shards, b.Status.Size, b.Status.RedisVersion = nil, 0, ""
+	b.Status.Progress, b.Status.ProgressTime = nil, nil
 	r.setCondition(b, cachev1beta1.BackupCompleteCondition, metav1.ConditionFalse, cachev1beta1.BackupRunningReason,
 		fmt.Sprintf("Attempt %d: streaming %d shards", b.Status.Attempts, len(sources)))
 	if err := r.patchStatus(ctx, stored, b); err != nil {
@@ -210,7 +217,13 @@ func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisC
 	var shards []ManifestShard
 	var version string
 	if err == nil {
-		shards, version, err = Take(actx, store, b.Status.Path, sources, password, r.IdleTimeout)
+		progress := NewProgress(len(sources))
+		stop := r.reportProgress(actx, b, sources, progress)
+		shards, version, err = Take(actx, store, b.Status.Path, sources, password, r.IdleTimeout, progress)
+		stop()
+		// The progress writes moved the API server's status on: the final
+		// patch starts from there (so that it clears status.progress).
+		*stored = *b.DeepCopy()
 	}
 	var m *Manifest
 	if err == nil {
@@ -239,6 +252,7 @@ func (r *Reconciler) complete(b *cachev1beta1.RedisClusterBackup, m *Manifest) {
 	b.Status.StartTime, b.Status.EndTime = &start, &end
 	b.Status.RedisVersion = m.RedisVersion
 	b.Status.Shards, b.Status.Size = nil, 0
+	b.Status.Progress, b.Status.ProgressTime = nil, nil
 	for _, s := range m.Shards {
 		b.Status.Shards = append(b.Status.Shards, cachev1beta1.BackupShardStatus{Name: s.Name, Pod: s.Pod, NodeID: s.NodeID,
 			Role: s.Role, Slots: s.Slots, ObjectKey: s.ObjectKey, Size: s.Size, SHA256: s.SHA256})

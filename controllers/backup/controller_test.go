@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,13 @@ import (
 // startAPIServer starts envtest (bin/ kube-apiserver and etcd) with the
 // CRDs and returns a direct client.
 func startAPIServer(t *testing.T) client.Client {
+	t.Helper()
+	c, _ := startAPIServerConfig(t)
+	return c
+}
+
+// startAPIServerConfig is startAPIServer with the rest config too.
+func startAPIServerConfig(t *testing.T) (client.Client, *rest.Config) {
 	t.Helper()
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
@@ -49,7 +57,7 @@ func startAPIServer(t *testing.T) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, cfg
 }
 
 // TestReconcileBackup runs the controller's Reconcile against a real API

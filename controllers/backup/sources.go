@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
@@ -27,8 +29,28 @@ const (
 // OpenStore reads spec's credentials and CA Secrets in namespace (through
 // reader, uncached) and returns the Store. On an error reason is the
 // ObjectStoreReady reason (SecretNotFound for a missing Secret or key).
+// A spec with credentialsVault needs OpenStoreVault.
 func OpenStore(ctx context.Context, reader client.Reader, namespace string, spec *cachev1beta1.ObjectStoreSpec) (*Store, string, error) {
+	return OpenStoreVault(ctx, reader, nil, namespace, "", spec)
+}
+
+// OpenStoreVault is OpenStore reading credentialsVault with vault, for a
+// backup of cluster (the Vault login's default service account). With a
+// nil vault such a spec is an error (reason InvalidConfig). On a Vault
+// error reason is credentials.Reason's (AuthenticationFailed,
+// PermissionDenied, KeyMissing, ...).
+func OpenStoreVault(ctx context.Context, reader client.Reader, vault *VaultKeys, namespace, cluster string,
+	spec *cachev1beta1.ObjectStoreSpec) (*Store, string, error) {
 	var keys Keys
+	if c := spec.CredentialsVault; c != nil {
+		if vault == nil {
+			return nil, credentials.ReasonInvalidConfig, errors.New("credentialsVault is not read here: give credentialsSecretRef")
+		}
+		var err error
+		if keys, err = vault.Keys(ctx, namespace, cluster, c); err != nil {
+			return nil, credentials.Reason(err), err
+		}
+	}
 	if ref := spec.CredentialsSecretRef; ref != nil {
 		var err error
 		if keys.AccessKeyID, err = secretValue(ctx, reader, namespace, ref.Name, or(ref.AccessKeyIDKey, "accessKeyID")); err != nil {

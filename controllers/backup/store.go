@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -218,13 +219,19 @@ func Reason(err error) string {
 	}
 }
 
+// countingReader counts what it reads in n and, when total is set, adds
+// it to total (for readers in other goroutines).
 type countingReader struct {
-	r io.Reader
-	n int64
+	r     io.Reader
+	n     int64
+	total *atomic.Int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if c.total != nil {
+		c.total.Add(int64(n))
+	}
 	return n, err
 }

@@ -74,7 +74,8 @@ func TestTakeAndFetch(t *testing.T) {
 		{Shard: "demo-shard-0", Pod: "demo-shard-0-1", Role: "replica", Addr: nodes[0].Addr(), Slots: []string{"0-8191"}},
 		{Shard: "demo-shard-1", Pod: "demo-shard-1-1", Role: "replica", Addr: nodes[1].Addr(), Slots: []string{"8192-16383"}},
 	}
-	shards, version, err := Take(ctx, store, path, sources, "pw", 10*time.Second)
+	progress := NewProgress(len(sources))
+	shards, version, err := Take(ctx, store, path, sources, "pw", 10*time.Second, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +90,9 @@ func TestTakeAndFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range shards {
+		if got := progress.BytesRead(i); got != s.Size {
+			t.Errorf("shard %d: progress counted %d bytes, the upload %d", i, got, s.Size)
+		}
 		if s.NodeID != nodes[i].Do("CLUSTER", "MYID") {
 			t.Errorf("shard %d node ID %q", i, s.NodeID)
 		}

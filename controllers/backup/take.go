@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -33,10 +34,12 @@ const DefaultIdleTimeout = 60 * time.Second
 // shards they differ by the time the forks are apart). It returns the
 // manifest's shards in sources' order (with each node's CLUSTER MYID) and
 // the Redis version of the first source (INFO server); it writes no
-// manifest. On an error every stream
+// manifest. progress, when not nil, counts each shard's bytes as they are
+// read (progress.Shard(i) for sources[i]). On an error every stream
 // is closed and what was uploaded stays (a manifest-less backup is
 // incomplete by definition).
-func Take(ctx context.Context, store *Store, backupPath string, sources []Source, password string, idle time.Duration) ([]ManifestShard, string, error) {
+func Take(ctx context.Context, store *Store, backupPath string, sources []Source, password string, idle time.Duration,
+	progress *Progress) ([]ManifestShard, string, error) {
 	if idle <= 0 {
 		idle = DefaultIdleTimeout
 	}
@@ -73,7 +76,11 @@ func Take(ctx context.Context, store *Store, backupPath string, sources []Source
 	for i, src := range sources {
 		wg.Go(func() {
 			key := ShardKey(backupPath, i)
-			up, err := store.PutStream(ctx, key, streams[i])
+			var r io.Reader = streams[i]
+			if progress != nil {
+				r = &countingReader{r: r, total: progress.counter(i)}
+			}
+			up, err := store.PutStream(ctx, key, r)
 			if err != nil {
 				errs[i] = fmt.Errorf("shard %s (pod %s): %w", src.Shard, src.Pod, err)
 				return

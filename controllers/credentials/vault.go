@@ -207,26 +207,46 @@ func (c *VaultConfig) validate() error {
 
 // Fetch logs in if needed and reads the password.
 func (s *VaultSource) Fetch(ctx context.Context) (Credential, error) {
+	var cred Credential
+	err := s.withToken(ctx, func() error {
+		secret, where, version, err := s.readSecret(ctx)
+		if err != nil {
+			return err
+		}
+		pw, err := pick(secret, s.cfg.Key, where, version)
+		cred = Credential{Password: pw, Version: fmt.Sprintf("vault:%s#v%d", where, version)}
+		return err
+	})
+	if err != nil {
+		return Credential{}, err
+	}
+	return cred, nil
+}
+
+// withToken runs read with a usable token, serialized with every other
+// call; when Vault no longer knows the token it logs in again and runs
+// read once more.
+func (s *VaultSource) withToken(ctx context.Context, read func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ensureToken(ctx); err != nil {
-		return Credential{}, err
+		return err
 	}
-	cred, err := s.read(ctx)
+	err := read()
 	if errors.Is(err, ErrPermissionDenied) && s.cfg.Auth.Kubernetes != nil && s.loggedIn && !s.tokenValid(ctx) {
 		// Vault no longer knows the token (revoked, or expired earlier than
 		// its TTL said): log in again and read once more.
 		s.log.Info("Vault no longer accepts the token, logging in again", "role", s.cfg.Auth.Kubernetes.Role)
 		s.forgetToken()
 		if err := s.ensureToken(ctx); err != nil {
-			return Credential{}, err
+			return err
 		}
-		cred, err = s.read(ctx)
+		err = read()
 	}
 	if errors.Is(err, ErrPermissionDenied) && s.cfg.Auth.Token != nil && !s.tokenValid(ctx) {
-		return Credential{}, fmt.Errorf("%w: the given Vault token is not valid (expired or revoked)", ErrAuthFailed)
+		return fmt.Errorf("%w: the given Vault token is not valid (expired or revoked)", ErrAuthFailed)
 	}
-	return cred, err
+	return err
 }
 
 // tokenValid asks Vault whether the client's token is still a valid token
@@ -330,8 +350,9 @@ func (s *VaultSource) forgetToken() {
 	s.loggedIn, s.ttl, s.expires, s.renewable = false, 0, time.Time{}, false
 }
 
-// read gets the configured version of the secret and picks the key.
-func (s *VaultSource) read(ctx context.Context) (Credential, error) {
+// readSecret gets the configured version of the secret: its data, where
+// it lives (<mount>/data/<path>) and its version.
+func (s *VaultSource) readSecret(ctx context.Context) (map[string]any, string, int, error) {
 	mount, path := strings.Trim(s.cfg.Mount, "/"), strings.Trim(s.cfg.Path, "/")
 	where := fmt.Sprintf("%s/data/%s", mount, path)
 	kv := s.client.KVv2(mount)
@@ -344,26 +365,27 @@ func (s *VaultSource) read(ctx context.Context) (Credential, error) {
 	}
 	if err != nil {
 		if errors.Is(err, api.ErrSecretNotFound) {
-			return Credential{}, fmt.Errorf("%w: no secret at %s%s", ErrSecretNotFound, where, versionSuffix(s.cfg.Version))
+			return nil, where, 0, fmt.Errorf("%w: no secret at %s%s", ErrSecretNotFound, where, versionSuffix(s.cfg.Version))
 		}
-		return Credential{}, classify(err, "reading "+where, ErrVaultError, s.sent()...)
+		return nil, where, 0, classify(err, "reading "+where, ErrVaultError, s.sent()...)
 	}
 	if secret == nil || secret.VersionMetadata == nil {
-		return Credential{}, fmt.Errorf("%w: %s has no version metadata; is %s a KV v2 mount?", ErrVaultError, where, mount)
+		return nil, where, 0, fmt.Errorf("%w: %s has no version metadata; is %s a KV v2 mount?", ErrVaultError, where, mount)
 	}
 	version := secret.VersionMetadata.Version
 	if secret.Data == nil {
-		return Credential{}, fmt.Errorf("%w: version %d of %s is deleted or destroyed", ErrSecretNotFound, version, where)
+		return nil, where, version, fmt.Errorf("%w: version %d of %s is deleted or destroyed", ErrSecretNotFound, version, where)
 	}
-	value, ok := secret.Data[s.cfg.Key]
+	return secret.Data, where, version, nil
+}
+
+// pick is key's value of a secret's data.
+func pick(data map[string]any, key, where string, version int) (Password, error) {
+	value, ok := data[key]
 	if !ok {
-		return Credential{}, fmt.Errorf("%w: %s version %d has no key %q", ErrKeyMissing, where, version, s.cfg.Key)
+		return Password{}, fmt.Errorf("%w: %s version %d has no key %q", ErrKeyMissing, where, version, key)
 	}
-	pw, err := passwordFrom(value, s.cfg.Key, fmt.Sprintf("%s version %d", where, version))
-	if err != nil {
-		return Credential{}, err
-	}
-	return Credential{Password: pw, Version: fmt.Sprintf("vault:%s#v%d", where, version)}, nil
+	return passwordFrom(value, key, fmt.Sprintf("%s version %d", where, version))
 }
 
 func versionSuffix(v int) string {

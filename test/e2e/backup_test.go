@@ -37,7 +37,7 @@ var objectStore struct {
 
 // suiteStore starts the object store once for the suite (it lives until
 // the e2e binary exits; its data directory is the run's).
-func suiteStore(t *testing.T) *s3test.Server {
+func suiteStore(t testing.TB) *s3test.Server {
 	t.Helper()
 	objectStore.once.Do(func() {
 		gw, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway"))
@@ -56,7 +56,7 @@ func suiteStore(t *testing.T) *s3test.Server {
 // suiteTB is t whose cleanups never run: the object store outlives the
 // scenario that started it (the process group dies with the e2e binary,
 // Pdeathsig), and its directory lives under the run's.
-type suiteTB struct{ *testing.T }
+type suiteTB struct{ testing.TB }
 
 func (suiteTB) Cleanup(func()) {}
 
@@ -69,7 +69,7 @@ func (s suiteTB) TempDir() string {
 }
 
 // backupSecret creates the Secret with the store's access key pair in ns.
-func backupSecret(t *testing.T, ns, name, secretKey string) {
+func backupSecret(t testing.TB, ns, name, secretKey string) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		StringData: map[string]string{"accessKeyID": s3test.AccessKey, "secretAccessKey": secretKey}}
@@ -83,7 +83,7 @@ func storeSpec(srv *s3test.Server, bucket, secret string) cachev1beta1.ObjectSto
 		ForcePathStyle: true, CredentialsSecretRef: &cachev1beta1.ObjectStoreCredentials{Name: secret}}
 }
 
-func createBackup(t *testing.T, ns, name, cluster string, store cachev1beta1.ObjectStoreSpec) {
+func createBackup(t testing.TB, ns, name, cluster string, store cachev1beta1.ObjectStoreSpec) {
 	t.Helper()
 	b := &cachev1beta1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: cachev1beta1.RedisClusterBackupSpec{ClusterName: cluster, ObjectStore: store}}
@@ -92,7 +92,7 @@ func createBackup(t *testing.T, ns, name, cluster string, store cachev1beta1.Obj
 	}
 }
 
-func getBackup(t *testing.T, ns, name string) *cachev1beta1.RedisClusterBackup {
+func getBackup(t testing.TB, ns, name string) *cachev1beta1.RedisClusterBackup {
 	t.Helper()
 	var b cachev1beta1.RedisClusterBackup
 	if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
@@ -110,7 +110,7 @@ func backupSummary(b *cachev1beta1.RedisClusterBackup) string {
 }
 
 // waitBackup polls the backup until cond holds.
-func waitBackup(t *testing.T, ns, name string, timeout time.Duration, cond func(*cachev1beta1.RedisClusterBackup) bool) *cachev1beta1.RedisClusterBackup {
+func waitBackup(t testing.TB, ns, name string, timeout time.Duration, cond func(*cachev1beta1.RedisClusterBackup) bool) *cachev1beta1.RedisClusterBackup {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

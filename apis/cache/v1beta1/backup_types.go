@@ -88,6 +88,31 @@ type RedisClusterBackupStatus struct {
 	// Size is the total size of the shards' RDBs, in bytes.
 	// +optional
 	Size int64 `json:"size,omitempty"`
+
+	// Progress is how far each shard's stream has got in the running
+	// attempt, written every few seconds (not per chunk) while it streams;
+	// cleared when the backup completes (shards[].size then has the sizes).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Progress []BackupShardProgress `json:"progress,omitempty"`
+
+	// ProgressTime is when progress was last written.
+	// +optional
+	ProgressTime *metav1.Time `json:"progressTime,omitempty"`
+}
+
+// BackupShardProgress is the bytes read so far of one shard's RDB.
+type BackupShardProgress struct {
+	// Name is the shard's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// BytesRead is how many bytes of the RDB were read from the node and
+	// handed to the upload so far.
+	// +optional
+	BytesRead int64 `json:"bytesRead"`
 }
 
 // BackupShardStatus is one shard's RDB in a backup.

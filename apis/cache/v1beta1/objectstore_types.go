@@ -4,6 +4,8 @@ package v1beta1
 // (AWS S3, MinIO, SeaweedFS, Ceph RGW, ...), a bucket and a key prefix.
 // A backup's objects are written under
 // <prefix>/<namespace>/<cluster>/<backup name>/ in the bucket.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.credentialsSecretRef) && has(self.credentialsVault))",message="at most one of credentialsSecretRef or credentialsVault may be set"
 type ObjectStoreSpec struct {
 	// Endpoint is the S3 API's URL, for example https://s3.eu-west-1.amazonaws.com
 	// or http://minio.storage.svc:9000. http:// sends data and the signed
@@ -38,6 +40,14 @@ type ObjectStoreSpec struct {
 	// +optional
 	CredentialsSecretRef *ObjectStoreCredentials `json:"credentialsSecretRef,omitempty"`
 
+	// CredentialsVault reads the access key pair from a Vault KV v2 secret,
+	// logging in as a RedisCluster's spec.auth.vault does. At most one of
+	// credentialsSecretRef and credentialsVault. Backups and retention read
+	// it; a restore (spec.bootstrap.fromBackup) does not yet: restore with
+	// fromBackup.objectStore and a credentialsSecretRef.
+	// +optional
+	CredentialsVault *ObjectStoreVaultCredentials `json:"credentialsVault,omitempty"`
+
 	// CASecretRef names a Secret key holding the PEM CA bundle that signs
 	// the endpoint's certificate (https only).
 	// +optional
@@ -69,6 +79,33 @@ type ObjectStoreCredentials struct {
 	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
 
 	// SecretAccessKeyKey is the key holding the secret access key.
+	// Defaults to secretAccessKey.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=secretAccessKey
+	// +optional
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+}
+
+// ObjectStoreVaultCredentials is an S3 access key pair in a Vault KV v2 secret.
+type ObjectStoreVaultCredentials struct {
+	// Vault is the secret and the login, with the fields and defaults of a
+	// RedisCluster's spec.auth.vault (its key and refreshInterval are not
+	// used: the keys are below, and the pair is read when a backup starts
+	// and when retention deletes one). An empty serviceAccountName logs in
+	// as the backed-up cluster's service account (named after it).
+	// +required
+	Vault VaultSource `json:"vault"`
+
+	// AccessKeyIDKey is the secret's field holding the access key ID.
+	// Defaults to accessKeyID.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=accessKeyID
+	// +optional
+	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
+
+	// SecretAccessKeyKey is the secret's field holding the secret access key.
 	// Defaults to secretAccessKey.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
