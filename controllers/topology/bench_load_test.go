@@ -29,8 +29,12 @@ type loadedRun struct {
 	w    writerResult
 }
 
-// moveUnderLoad starts l's writer on the cluster of nodes, runs move, stops the writer,
-// then verifies the writer's keys and the dataset ds (failing the benchmark on a dataset
+// writerWarmUp is how long the writer runs before the move starts (connections made, its
+// pace settled); writes due then are written and verified but not in the latencies.
+const writerWarmUp = 2 * time.Second
+
+// moveUnderLoad starts l's writer on the cluster of nodes, runs move after writerWarmUp,
+// stops the writer, then verifies the writer's keys and the dataset ds (failing the benchmark on a dataset
 // key missing or wrong: that is lost data whatever the tool).
 func moveUnderLoad(b *testing.B, nodes []*redistest.Node, ds redistest.Dataset, l load, move func() time.Duration) loadedRun {
 	b.Helper()
@@ -39,8 +43,10 @@ func moveUnderLoad(b *testing.B, nodes []*redistest.Node, ds redistest.Dataset, 
 		b.Fatal(err)
 	}
 	w := startLoadWriter(c, l.rate, l.value, l.keyspace)
+	time.Sleep(writerWarmUp)
+	from := time.Now()
 	took := move()
-	res := w.stop()
+	res := w.stop(from, time.Now())
 	w.verify(&res)
 	redistest.Verify(b, c, ds)
 	return loadedRun{took: took, w: res}

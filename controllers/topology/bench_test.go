@@ -39,8 +39,8 @@ func benchCLI(b *testing.B, args ...string) string {
 
 // benchCluster starts r.to redis-servers, forms r.from masters of them with the engine,
 // loads ds, then adds the other r.to-r.from servers as empty masters with redis-cli
-// --cluster add-node and waits for cluster_state:ok on each (Redis holds a joining master in
-// fail for about one node timeout). None of it is timed. It returns the nodes and the
+// --cluster add-node, one at a time (waitJoined: Redis holds a joining master in fail for
+// about one node timeout). None of it is timed. It returns the nodes and the
 // Desired of the r.from shards.
 func benchCluster(b *testing.B, r reshard, ds redistest.Dataset) ([]*redistest.Node, Desired) {
 	b.Helper()
@@ -57,17 +57,31 @@ func benchCluster(b *testing.B, r reshard, ds redistest.Dataset) ([]*redistest.N
 	redistest.Load(b, redistest.ClusterClient(b, "", nodes[0].Addr()), ds)
 	for _, n := range nodes[r.from:] {
 		benchCLI(b, "--cluster", "add-node", n.Addr(), nodes[0].Addr())
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for _, n := range nodes[r.from:] {
-		for !strings.Contains(benchCLI(b, "-h", n.IP(), "-p", fmt.Sprint(n.Port()), "cluster", "info"), "cluster_state:ok") {
-			if time.Now().After(deadline) {
-				b.Fatalf("new node %s never reported cluster_state:ok", n.Addr())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitJoined(b, n, nodes[0])
 	}
 	return nodes, d
+}
+
+// waitJoined waits until n reports cluster_state:ok and redis-cli --cluster check, from
+// seed, finds every node agreeing about the configuration: add-node refuses to add another
+// node until they do.
+func waitJoined(b *testing.B, n, seed *redistest.Node) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ok := strings.Contains(benchCLI(b, "-h", n.IP(), "-p", fmt.Sprint(n.Port()), "cluster", "info"), "cluster_state:ok")
+		if ok {
+			out, err := exec.Command("redis-cli", "--cluster", "check", seed.Addr()).CombinedOutput()
+			ok = err == nil && !strings.Contains(string(out), "[ERR]")
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("new node %s not joined after 2 minutes", n.Addr())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // engineReshard adds nodes[len(d.Shards):] as shards to d and runs one Reconcile to them,

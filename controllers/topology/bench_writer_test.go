@@ -26,7 +26,6 @@ type loadWriter struct {
 	wg      sync.WaitGroup
 	workers []*writerWorker
 	start   time.Time
-	stopped time.Time
 }
 
 type writerWorker struct {
@@ -35,21 +34,21 @@ type writerWorker struct {
 	unsure []int64 // highest failed sequence per owned key; -1: none
 	next   int
 	seq    int64
+	due    []time.Time // when each write was due
 	lat    []time.Duration
 	failed int
 	err    error // first failure
 }
 
-// writerResult is what a loadWriter saw: writes attempted and failed, the achieved rate
-// (writes/s) and latency percentiles.
+// writerResult is what a loadWriter saw in a window: writes due in it and how many failed,
+// the achieved rate (writes/s) and latency percentiles; then what verify read back.
 type writerResult struct {
-	writes, failed     int
-	rate               float64
-	p50, p99, max      time.Duration
-	firstErr           error
-	verified, lost     int // keys whose last acknowledged write was read back, or not
-	verifyErr          error
-	acknowledgedWrites int
+	writes, failed int
+	rate           float64
+	p50, p99, max  time.Duration
+	firstErr       error
+	verified, lost int // keys whose last acknowledged write was read back, or not
+	verifyErr      error
 }
 
 // startLoadWriter starts writing rate SETs per second of value bytes over keyspace keys (split
@@ -101,6 +100,7 @@ func (w *loadWriter) write(ww *writerWorker, at time.Time) {
 	ww.next = (ww.next + 1) % len(ww.keys)
 	ww.seq++
 	err := w.c.Set(context.Background(), "load:"+strconv.Itoa(ww.keys[i]), w.value(ww.seq), 0).Err()
+	ww.due = append(ww.due, at)
 	ww.lat = append(ww.lat, time.Since(at))
 	if err != nil {
 		ww.failed++
@@ -118,23 +118,27 @@ func (w *loadWriter) value(seq int64) string {
 	return s + w.pad[min(len(s), len(w.pad)):]
 }
 
-// stop ends the writes (the ones already due still run) and returns what they saw.
-func (w *loadWriter) stop() writerResult {
+// stop ends the writes (the ones already due still run) and returns what was seen of the
+// writes due in [from, to): the window of the move, after the writer's warm-up. Failed
+// writes count whenever they were due.
+func (w *loadWriter) stop(from, to time.Time) writerResult {
 	w.cancel()
 	w.wg.Wait()
-	w.stopped = time.Now()
 	var r writerResult
 	var lat []time.Duration
 	for _, ww := range w.workers {
-		lat = append(lat, ww.lat...)
+		for i, at := range ww.due {
+			if !at.Before(from) && at.Before(to) {
+				lat = append(lat, ww.lat[i])
+			}
+		}
 		r.failed += ww.failed
 		if r.firstErr == nil {
 			r.firstErr = ww.err
 		}
 	}
 	r.writes = len(lat)
-	r.acknowledgedWrites = r.writes - r.failed
-	r.rate = float64(r.writes) / w.stopped.Sub(w.start).Seconds()
+	r.rate = float64(r.writes) / to.Sub(from).Seconds()
 	slices.Sort(lat)
 	if n := len(lat); n > 0 {
 		r.p50, r.p99, r.max = lat[n*50/100], lat[n*99/100], lat[n-1]
