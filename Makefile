@@ -68,13 +68,30 @@ E2E_REPEAT_RUN ?= ^(TestDisruptive|TestDataSafety|TestMidMigration|TestOperatorK
 test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod deleted, a partition, pause/delete mid-migration, the operator killed).
 	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -parallel $(E2E_PARALLEL) -timeout 40m -run '$(E2E_REPEAT_RUN)'
 
+# Every benchmark appends its rows to $(BENCH_TABLE) (package test/benchtable);
+# `make bench` empties it first and ends by printing the table (bench-table).
+BENCH_TABLE ?= $(BIN)/bench.jsonl
+export BENCH_TABLE
+
 .PHONY: bench
-bench: ## Benchmarks: engine vs redis-cli resharding, apply→Ready on the local plane (median of 3), backup and restore MB/s with a writer's p99, many clusters under one operator.
+bench: ## Benchmarks, ending with one table: resharding engine vs redis-cli (idle, under writes, in passes), apply→Ready (median of 3), backup and restore MB/s with a writer's p99, many clusters, unrelated objects.
+	@mkdir -p $(dir $(BENCH_TABLE)) && rm -f $(BENCH_TABLE)
 	$(MAKE) --no-print-directory bench-reshard
+	$(MAKE) --no-print-directory bench-reshard-load
+	$(MAKE) --no-print-directory bench-reshard-passes
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
 	go test -tags e2e -run '^$$' -bench BackupRestore -benchtime 1x -timeout 30m ./test/e2e/
 	$(MAKE) --no-print-directory bench-many
 	$(MAKE) --no-print-directory bench-unrelated
+	@$(MAKE) --no-print-directory bench-table
+
+.PHONY: bench-table
+bench-table: ## Print the table of the rows the benchmarks recorded in $(BENCH_TABLE).
+	@go run ./hack/benchtable $(BENCH_TABLE)
+
+.PHONY: bench-short
+bench-short: ## Short reshard under writes (3→4, 20 000 keys, 1 000 writes/s) that fails only on lost or failed writes or keys not verified.
+	go test -run '^$$' -bench ReshardShort -benchtime 1x -timeout 10m ./controllers/topology/
 
 .PHONY: bench-many
 bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU, pass p50/p99, API writes, Redis commands; scale-out ratio.
@@ -102,8 +119,16 @@ bench-unrelated: ## Operator RSS with one cluster, before and after 2000 unrelat
 	go test -tags e2e -run '^$$' -bench UnrelatedObjects -benchtime 1x -timeout 30m ./test/e2e/
 
 .PHONY: bench-reshard
-bench-reshard: ## Time the engine scaling 3→4 against redis-cli rebalance (200 000 keys), print the ratio.
-	go test -run '^$$' -bench Reshard -benchtime 1x -timeout 20m ./controllers/topology/
+bench-reshard: ## Time the engine against redis-cli rebalance, 3→4 and 4→8 masters at 200 000 and 1 000 000 keys; ratio and 1M/200k growth.
+	go test -run '^$$' -bench 'Reshard$$' -benchtime 1x -timeout 90m ./controllers/topology/
+
+.PHONY: bench-reshard-load
+bench-reshard-load: ## The 200 000-key moves under 5 000 writes/s (100 B and 10 KB): wall time, write p50/p99/max, failed and lost writes, engine vs redis-cli.
+	go test -run '^$$' -bench ReshardUnderLoad -benchtime 1x -timeout 90m ./controllers/topology/
+
+.PHONY: bench-reshard-passes
+bench-reshard-passes: ## Keys/s of a 3→4 200 000-key move in 1 s passes against one inline Reconcile (target ≥ 0.90).
+	go test -run '^$$' -bench ReshardPasses -benchtime 1x -timeout 30m ./controllers/topology/
 
 .PHONY: demo-gitops
 demo-gitops: ## Argo CD core on the local plane installs and scales the operator and a RedisCluster from Git (hack/gitops-demo.sh).

@@ -8,81 +8,170 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis-operator/redis-operator/test/benchtable"
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
-// BenchmarkReshard loads the same 200 000 keys into two identical 3-master clusters, adds
-// a fourth empty master to each with redis-cli --cluster add-node and waits for
-// cluster_state:ok on it (Redis holds a joining master in fail for about one node timeout;
-// not timed), then times (a) this engine's Reconcile to 4 shards and (b) redis-cli --cluster
-// rebalance --cluster-use-empty-masters. It prints both times and the ratio; both clusters
-// are verified key by key afterwards. Run it with
-//
-//	go test -run '^$' -bench Reshard -benchtime 1x ./controllers/topology/
-func BenchmarkReshard(b *testing.B) {
-	const keys = 200_000
-	ds := redistest.Dataset{Prefix: "bench", Keys: keys}
-	ctx := context.Background()
-	cli := func(args ...string) string {
-		out, err := exec.Command("redis-cli", args...).CombinedOutput()
-		if err != nil {
-			b.Fatalf("redis-cli %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	// setup returns a loaded 3-master cluster plus a joined empty fourth master.
-	setup := func() ([]*redistest.Node, Desired) {
-		nodes := redistest.Start(b, 4, redistest.Options{NodeTimeout: 5 * time.Second})
-		d := Desired{}
-		for i, n := range nodes[:3] {
-			d.Shards = append(d.Shards, ShardSpec{Name: fmt.Sprintf("s%d", i), Nodes: []Endpoint{{Name: fmt.Sprintf("s%d-0", i), Addr: n.Addr()}}})
-		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		if res, err := New(Options{}).Reconcile(rctx, d, nil); err != nil || !res.Converged {
-			b.Fatalf("bootstrap: %v", err)
-		}
-		redistest.Load(b, redistest.ClusterClient(b, "", nodes[0].Addr()), ds)
-		cli("--cluster", "add-node", nodes[3].Addr(), nodes[0].Addr())
-		deadline := time.Now().Add(time.Minute)
-		for !strings.Contains(cli("-p", fmt.Sprint(nodes[3].Port()), "cluster", "info"), "cluster_state:ok") {
-			if time.Now().After(deadline) {
-				b.Fatal("new node never reported cluster_state:ok")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		return nodes, d
-	}
-	nodesA, dA := setup()
-	nodesB, _ := setup()
-	b.ResetTimer()
+// reshard is one benchmarked move: from masters holding keys to masters in all.
+type reshard struct{ from, to, keys int }
 
-	// (a) the engine.
-	dA.Shards = append(dA.Shards, ShardSpec{Name: "s3", Nodes: []Endpoint{{Name: "s3-0", Addr: nodesA[3].Addr()}}})
+// name is the sub-benchmark's name, e.g. "3to4-200k".
+func (r reshard) name() string { return fmt.Sprintf("%dto%d-%s", r.from, r.to, kilo(r.keys)) }
+
+// label is the table's wording, e.g. "3→4 200k keys".
+func (r reshard) label() string { return fmt.Sprintf("%d→%d %s keys", r.from, r.to, kilo(r.keys)) }
+
+func kilo(n int) string {
+	if n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
+	return fmt.Sprintf("%dk", n/1000)
+}
+
+// benchCLI runs redis-cli and fails the benchmark when it exits non-zero.
+func benchCLI(b *testing.B, args ...string) string {
+	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// benchCluster starts r.to redis-servers, forms r.from masters of them with the engine,
+// loads ds, then adds the other r.to-r.from servers as empty masters with redis-cli
+// --cluster add-node, one at a time (waitJoined: Redis holds a joining master in fail for
+// about one node timeout). None of it is timed. It returns the nodes and the
+// Desired of the r.from shards.
+func benchCluster(b *testing.B, r reshard, ds redistest.Dataset) ([]*redistest.Node, Desired) {
+	b.Helper()
+	nodes := redistest.Start(b, r.to, redistest.Options{NodeTimeout: 5 * time.Second})
+	d := Desired{}
+	for i, n := range nodes[:r.from] {
+		d.Shards = append(d.Shards, ShardSpec{Name: fmt.Sprintf("s%d", i), Nodes: []Endpoint{{Name: fmt.Sprintf("s%d-0", i), Addr: n.Addr()}}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if res, err := New(Options{}).Reconcile(ctx, d, nil); err != nil || !res.Converged {
+		b.Fatalf("bootstrap: %v", err)
+	}
+	redistest.Load(b, redistest.ClusterClient(b, "", nodes[0].Addr()), ds)
+	for _, n := range nodes[r.from:] {
+		benchCLI(b, "--cluster", "add-node", n.Addr(), nodes[0].Addr())
+		waitJoined(b, n, nodes[0])
+	}
+	return nodes, d
+}
+
+// waitJoined waits until n reports cluster_state:ok and redis-cli --cluster check, from
+// seed, finds every node agreeing about the configuration: add-node refuses to add another
+// node until they do.
+func waitJoined(b *testing.B, n, seed *redistest.Node) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ok := strings.Contains(benchCLI(b, "-h", n.IP(), "-p", fmt.Sprint(n.Port()), "cluster", "info"), "cluster_state:ok")
+		if ok {
+			out, err := exec.Command("redis-cli", "--cluster", "check", seed.Addr()).CombinedOutput()
+			ok = err == nil && !strings.Contains(string(out), "[ERR]")
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("new node %s not joined after 2 minutes", n.Addr())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// engineReshard adds nodes[len(d.Shards):] as shards to d and runs one Reconcile to them,
+// returning its wall time and its last Progress (slots and keys it moved).
+func engineReshard(b *testing.B, nodes []*redistest.Node, d Desired) (time.Duration, Progress) {
+	b.Helper()
+	for i := len(d.Shards); i < len(nodes); i++ {
+		d.Shards = append(d.Shards, ShardSpec{Name: fmt.Sprintf("s%d", i), Nodes: []Endpoint{{Name: fmt.Sprintf("s%d-0", i), Addr: nodes[i].Addr()}}})
+	}
 	var last Progress
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
 	start := time.Now()
-	res, err := New(Options{}).Reconcile(rctx, dA, func(p Progress) { last = p })
-	ours := time.Since(start)
-	cancel()
+	res, err := New(Options{}).Reconcile(ctx, d, func(p Progress) { last = p })
+	took := time.Since(start)
 	if err != nil || !res.Converged {
 		b.Fatalf("engine: %v", err)
 	}
+	return took, last
+}
 
-	// (b) redis-cli.
-	start = time.Now()
-	cli("--cluster", "rebalance", nodesB[0].Addr(), "--cluster-use-empty-masters")
-	theirs := time.Since(start)
-	b.StopTimer()
+// cliReshard times redis-cli --cluster rebalance --cluster-use-empty-masters.
+func cliReshard(b *testing.B, nodes []*redistest.Node) time.Duration {
+	b.Helper()
+	start := time.Now()
+	benchCLI(b, "--cluster", "rebalance", nodes[0].Addr(), "--cluster-use-empty-masters")
+	return time.Since(start)
+}
 
-	redistest.Verify(b, redistest.ClusterClient(b, "", nodesA[0].Addr()), ds)
-	redistest.Verify(b, redistest.ClusterClient(b, "", nodesB[0].Addr()), ds)
-	ratio := ours.Seconds() / theirs.Seconds()
-	fmt.Printf("reshard 3→4 with %d keys: engine %.2fs (%d slots, %d keys moved), redis-cli rebalance %.2fs, ratio %.2f (target ≤ 0.50)\n",
-		keys, ours.Seconds(), last.SlotsMoved, last.KeysMoved, theirs.Seconds(), ratio)
-	b.ReportMetric(ours.Seconds(), "engine-s")
-	b.ReportMetric(theirs.Seconds(), "redis-cli-s")
-	b.ReportMetric(ratio, "ratio")
+// reshardRatioTarget and reshardGrowthTarget are issue 20's targets: the engine at most a
+// tenth of redis-cli's time, and 1M keys at most 5.5 times 200k keys.
+const (
+	reshardRatioTarget  = 0.10
+	reshardGrowthTarget = 5.5
+)
+
+// BenchmarkReshard, for each move (3→4 and 4→8 masters at 200 000 and 1 000 000 keys),
+// loads the same keys into two identical clusters (benchCluster), then times (a) this
+// engine's Reconcile to the new shard count and (b) redis-cli --cluster rebalance
+// --cluster-use-empty-masters. Both clusters are verified key by key afterwards. It prints
+// both times and the ratio, and appends rows to the bench table (package benchtable): the
+// ratio per move, and per move count the 1M/200k growth of each. Run it with
+//
+//	go test -run '^$' -bench Reshard/ -benchtime 1x -timeout 60m ./controllers/topology/
+//
+// or one size with -bench 'Reshard/.*-200k'.
+func BenchmarkReshard(b *testing.B) {
+	type times struct{ ours, theirs time.Duration }
+	seen := map[string]times{} // "3to4" → its 200k times
+	for _, r := range []reshard{{3, 4, 200_000}, {4, 8, 200_000}, {3, 4, 1_000_000}, {4, 8, 1_000_000}} {
+		b.Run(r.name(), func(b *testing.B) {
+			ds := redistest.Dataset{Prefix: "bench", Keys: r.keys}
+			nodesA, dA := benchCluster(b, r, ds)
+			nodesB, _ := benchCluster(b, r, ds)
+			b.ResetTimer()
+			ours, last := engineReshard(b, nodesA, dA)
+			theirs := cliReshard(b, nodesB)
+			b.StopTimer()
+			redistest.Verify(b, redistest.ClusterClient(b, "", nodesA[0].Addr()), ds)
+			redistest.Verify(b, redistest.ClusterClient(b, "", nodesB[0].Addr()), ds)
+
+			ratio := ours.Seconds() / theirs.Seconds()
+			fmt.Printf("bench: reshard %s: engine %.2fs (%d slots, %d keys moved), redis-cli rebalance %.2fs, ratio %.2f (target ≤ %.2f); all %d keys verified in both\n",
+				r.label(), ours.Seconds(), last.SlotsMoved, last.KeysMoved, theirs.Seconds(), ratio, reshardRatioTarget, r.keys)
+			b.ReportMetric(ours.Seconds(), "engine-s")
+			b.ReportMetric(theirs.Seconds(), "redis-cli-s")
+			b.ReportMetric(ratio, "ratio")
+			rows := []benchtable.Row{{
+				Measure: "reshard " + r.label() + ", no load: time (all keys verified)",
+				Ours:    fmt.Sprintf("%.2f s", ours.Seconds()), Anchor: fmt.Sprintf("%.2f s", theirs.Seconds()),
+				Ratio: fmt.Sprintf("%.2f", ratio), Target: fmt.Sprintf("ratio ≤ %.2f", reshardRatioTarget),
+				Met: benchtable.Met(ratio <= reshardRatioTarget),
+			}}
+			move := fmt.Sprintf("%dto%d", r.from, r.to)
+			if r.keys == 200_000 {
+				seen[move] = times{ours, theirs}
+			} else if small, ok := seen[move]; ok {
+				g, ga := ours.Seconds()/small.ours.Seconds(), theirs.Seconds()/small.theirs.Seconds()
+				rows = append(rows, benchtable.Row{
+					Measure: fmt.Sprintf("reshard %d→%d, no load: time %s / time 200k", r.from, r.to, kilo(r.keys)),
+					Ours:    fmt.Sprintf("%.2f×", g), Anchor: fmt.Sprintf("%.2f×", ga),
+					Target: fmt.Sprintf("≤ %.1f×", reshardGrowthTarget), Met: benchtable.Met(g <= reshardGrowthTarget),
+				})
+				fmt.Printf("bench: reshard %d→%d growth %s/200k: engine %.2f×, redis-cli %.2f× (target ≤ %.1f×)\n", r.from, r.to, kilo(r.keys), g, ga, reshardGrowthTarget)
+			}
+			if err := benchtable.Append(rows...); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }
 
 // BenchmarkPlanSettled plans a converged 3×1 cluster, what every resync of

@@ -62,7 +62,10 @@ func BenchmarkManyClusters(b *testing.B) {
 	var rows []benchRow
 	var notMeasured []string // "<count>: why"
 	var scale scaleResult
-	b.Cleanup(func() { printManyTable(rows, notMeasured, scale, resync, window) })
+	b.Cleanup(func() {
+		printManyTable(rows, notMeasured, scale, resync, window)
+		appendRows(b, manyClustersRows(rows, scale)...)
+	})
 
 	scale.alone = f.scaleOutAlone(b)
 	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s\n", fmtRuns(scale.alone))

@@ -46,6 +46,7 @@ func BenchmarkApplyToReady(b *testing.B) {
 				runs = append(runs, fmt.Sprintf("%.1fs", s.Seconds()))
 			}
 			fmt.Printf("bench: apply→Ready %dx1 median %.1fs (runs %s)\n", shards, median.Seconds(), strings.Join(runs, " "))
+			appendRows(b, applyToReadyRow(shards, median, len(samples)))
 		})
 	}
 }

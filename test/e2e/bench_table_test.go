@@ -1,0 +1,61 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/redis-operator/redis-operator/test/benchtable"
+)
+
+// appendRows adds rows to the bench table (package benchtable; a no-op without
+// $BENCH_TABLE) and marks the benchmark failed if the file cannot be written.
+func appendRows(b *testing.B, rows ...benchtable.Row) {
+	if err := benchtable.Append(rows...); err != nil {
+		b.Error(err)
+	}
+}
+
+// applyToReadyRow is BenchmarkApplyToReady's row for one size. Issue 20's target is 3×1
+// Ready in under 8 s on the local plane; other sizes have none.
+func applyToReadyRow(shards int32, median time.Duration, runs int) benchtable.Row {
+	r := benchtable.Row{
+		Measure: fmt.Sprintf("apply→Ready %d×1, local plane, median of %d", shards, runs),
+		Ours:    fmt.Sprintf("%.1f s", median.Seconds()),
+	}
+	if shards == 3 {
+		r.Target, r.Met = "< 8 s", benchtable.Met(median < 8*time.Second)
+	}
+	return r
+}
+
+// manyClustersRows are BenchmarkManyClusters' rows: per cluster count the operator's RSS
+// and idle CPU (targets at 100 clusters, issue 14), its API writes per minute while idle
+// (target 0) and its Redis commands per node per resync (target ≤ 2); then the scale-out
+// of one cluster with the others idle against it alone (target ≤ 1.2).
+func manyClustersRows(rows []benchRow, scale scaleResult) []benchtable.Row {
+	var out []benchtable.Row
+	for _, r := range rows {
+		at := fmt.Sprintf("%d clusters (3×0), one operator: ", r.clusters)
+		rss := benchtable.Row{Measure: at + "RSS", Ours: fmt.Sprintf("%.0f MiB", r.rssMiB)}
+		cpu := benchtable.Row{Measure: at + "idle CPU", Ours: fmt.Sprintf("%.2f %%", r.cpuPct)}
+		if r.clusters >= 100 {
+			rss.Target, rss.Met = "< 128 MiB", benchtable.Met(r.rssMiB < 128)
+			cpu.Target, cpu.Met = "< 5 %", benchtable.Met(r.cpuPct < 5)
+		}
+		out = append(out, rss, cpu,
+			benchtable.Row{Measure: at + "API writes/min idle", Ours: fmt.Sprintf("%.1f", r.writesPerMin), Target: "0", Met: benchtable.Met(r.writesPerMin == 0)},
+			benchtable.Row{Measure: at + "Redis commands/node/resync", Ours: fmt.Sprintf("%.2f", r.cmdsPerNode), Target: "≤ 2", Met: benchtable.Met(r.cmdsPerNode <= 2 && r.cmdsPerNodePass <= 2)})
+	}
+	if ratio := scale.ratio(); !math.IsNaN(ratio) {
+		out = append(out, benchtable.Row{
+			Measure: fmt.Sprintf("scale-out 3→4 with %d clusters idle vs alone (medians)", scale.others),
+			Ours:    fmt.Sprintf("%.1f s", median(scale.loaded).Seconds()), Anchor: fmt.Sprintf("%.1f s", median(scale.alone).Seconds()),
+			Ratio: fmt.Sprintf("%.2f", ratio), Target: "≤ 1.2", Met: benchtable.Met(ratio <= 1.2),
+		})
+	}
+	return out
+}
