@@ -105,6 +105,7 @@ test: ## Everything CI runs, with its own set-up; prints how long each part took
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
 	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit
 	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
+	@bash hack/timed.sh bench-short $(MAKE) --no-print-directory bench-short
 	@bash hack/timed.sh e2e $(MAKE) --no-print-directory test-e2e
 	@bash hack/timed.sh e2e-repeat $(MAKE) --no-print-directory test-e2e-repeat
 
