@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
@@ -127,9 +128,14 @@ func AnnounceConfigMap(rc *cachev1beta1.RedisCluster, addrs map[string]string) *
 	return cm
 }
 
+// announceVolume mounts the announce ConfigMap, optional: the controller
+// creates it just after the StatefulSets, and a pod that starts before it
+// (or before its Service has an address) announces none until the
+// operator's CONFIG SET.
 func announceVolume(rc *cachev1beta1.RedisCluster) corev1.Volume {
 	return corev1.Volume{Name: announceVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 		LocalObjectReference: corev1.LocalObjectReference{Name: AnnounceConfigMapName(rc.Name)},
+		Optional:             ptr.To(true),
 	}}}
 }
 
