@@ -21,16 +21,15 @@ var ReservedVolumeNames = []string{DataVolumeName, "config", "auth", "tmp", tlsV
 var ReservedMountPaths = []string{DataDir, ConfigDir, AuthDir, "/tmp", TLSDir, AnnounceDir}
 
 // extraContainers returns spec.pod.sidecars (or initContainers): deep
-// copies, each without a securityContext given the operator's restricted
-// one, so a sidecar added with no thought for it still passes Pod Security
+// copies whose securityContext is the operator's restricted one with the
+// fields the container sets taken from it, so a sidecar added with no
+// thought for it (or setting only runAsUser) still passes Pod Security
 // "restricted".
 func extraContainers(cs []corev1.Container) []corev1.Container {
 	var out []corev1.Container
 	for i := range cs {
 		c := *cs[i].DeepCopy()
-		if c.SecurityContext == nil {
-			c.SecurityContext = containerSecurityContext(nil)
-		}
+		c.SecurityContext = containerSecurityContext(c.SecurityContext)
 		out = append(out, c)
 	}
 	return out

@@ -51,15 +51,15 @@ func TestPodExtras(t *testing.T) {
 		t.Errorf("exporter got mounts %+v", spec.Containers[1].VolumeMounts)
 	}
 	// A sidecar or init container without a security context gets the
-	// restricted default; one with its own keeps it as given.
+	// restricted default; one with its own overrides only what it sets.
 	if sc := spec.Containers[2].SecurityContext; sc == nil || !*sc.RunAsNonRoot || sc.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("sidecar security context %+v", sc)
 	}
 	if sc := spec.InitContainers[0].SecurityContext; sc == nil || *sc.AllowPrivilegeEscalation {
 		t.Errorf("init container security context %+v", sc)
 	}
-	if sc := spec.Containers[3].SecurityContext; *sc.ReadOnlyRootFilesystem || sc.RunAsNonRoot != nil {
-		t.Errorf("own security context was changed: %+v", sc)
+	if sc := spec.Containers[3].SecurityContext; *sc.ReadOnlyRootFilesystem || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation {
+		t.Errorf("own security context not merged over the default: %+v", sc)
 	}
 	// The input is not aliased.
 	spec.Containers[2].Name = "changed"

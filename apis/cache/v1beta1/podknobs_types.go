@@ -13,8 +13,9 @@ import (
 // (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
 type PodExtras struct {
 	// Sidecars are containers added to every Redis pod after the operator's
-	// own (redis, then redis-exporter when enabled). A sidecar without a
-	// securityContext gets the operator's restricted one.
+	// own (redis, then redis-exporter when enabled). A sidecar's
+	// securityContext overrides fields of the operator's restricted one
+	// (as containerSecurityContext does), within the same bounds.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name
@@ -22,8 +23,8 @@ type PodExtras struct {
 	Sidecars []corev1.Container `json:"sidecars,omitempty"`
 
 	// InitContainers run, in order, before the Redis container starts. An
-	// init container without a securityContext gets the operator's
-	// restricted one.
+	// init container's securityContext overrides fields of the operator's
+	// restricted one, within the same bounds.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name
