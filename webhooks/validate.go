@@ -128,6 +128,8 @@ func (v *Validator) validateSpec(spec *cachev1beta1.RedisClusterSpec, origin spe
 		validateNetworkPolicy(spec.NetworkPolicy, spec.Exporter.Enabled, p.Child("networkPolicy"), &r)
 	}
 	validatePod(&spec.Pod, p.Child("pod"), &r)
+	validatePodExtras(spec, p.Child("pod"), &r)
+	validateServices(spec, p, &r)
 	return r
 }
 

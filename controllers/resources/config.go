@@ -334,6 +334,11 @@ func RenderConfig(rc *cachev1beta1.RedisCluster) string {
 		}
 		b.WriteString(k + " " + v + "\n")
 	}
+	if rc.Spec.ExternalAccessEnabled() {
+		// MOVED, ASK, CLUSTER SLOTS and SHARDS name each node by its
+		// cluster-announce-hostname (its per-pod Service's address).
+		b.WriteString("cluster-preferred-endpoint-type hostname\n")
+	}
 	b.WriteString("include " + AuthDir + "/" + AuthConfKey + "\n")
 	return b.String()
 }

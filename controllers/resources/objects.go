@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,19 +58,34 @@ func HeadlessService(rc *cachev1beta1.RedisCluster) *corev1.Service {
 	return svc
 }
 
-// ClientService builds the ClusterIP Service clients use as their seed
-// address; a cluster-aware client then follows the cluster's own topology.
+// ClientService builds the Service clients use as their seed address
+// (type and annotations from spec.service, ClusterIP by default); a
+// cluster-aware client then follows the cluster's own topology. Applied
+// with server-side apply, it owns only the annotations it sets: those of
+// other controllers stay, and node ports or a load balancer's status that
+// the API server or a cloud controller fill in are never reverted.
 func ClientService(rc *cachev1beta1.RedisCluster) *corev1.Service {
+	typ := corev1.ServiceTypeClusterIP
+	var ann map[string]string
+	if s := rc.Spec.Service; s != nil {
+		if s.Type != "" {
+			typ = s.Type
+		}
+		if len(s.Annotations) > 0 {
+			ann = maps.Clone(s.Annotations)
+		}
+	}
 	svc := &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            ClientServiceName(rc.Name),
 			Namespace:       rc.Namespace,
 			Labels:          ClusterLabels(rc.Name),
+			Annotations:     ann,
 			OwnerReferences: ownerRefs(rc),
 		},
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
+			Type:     typ,
 			Selector: ClusterSelector(rc.Name),
 			Ports: []corev1.ServicePort{
 				{Name: "redis", Port: RedisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP},

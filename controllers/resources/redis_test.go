@@ -40,6 +40,7 @@ type pod struct {
 // localize rewrites the pod's mount paths to directories under root.
 func localize(root, s string) string {
 	s = strings.ReplaceAll(s, AuthDir, filepath.Join(root, "auth"))
+	s = strings.ReplaceAll(s, AnnounceDir, filepath.Join(root, "announce")) // before ConfigDir, its prefix
 	s = strings.ReplaceAll(s, TLSDir, filepath.Join(root, "tls"))
 	s = strings.ReplaceAll(s, ConfigDir, filepath.Join(root, "config"))
 	s = strings.ReplaceAll(s, DataDir, filepath.Join(root, "data"))
@@ -57,6 +58,12 @@ func startPod(t *testing.T, rc *cachev1beta1.RedisCluster, password string) *pod
 			"config": {ConfigKey: []byte(localize(p.root, ConfigMap(rc).Data[ConfigKey]))},
 			"auth":   Secret(rc, password).Data,
 			"data":   nil,
+		}
+		if rc.Spec.ExternalAccessEnabled() {
+			dirs["announce"] = map[string][]byte{}
+			if a := testAnnounce[rc.Name]; a != "" {
+				dirs["announce"][testPodName] = []byte(a + "\n")
+			}
 		}
 		if rc.Spec.TLSEnabled() {
 			files, client := testTLS(t)
@@ -85,13 +92,20 @@ func startPod(t *testing.T, rc *cachev1beta1.RedisCluster, password string) *pod
 
 var errAddrInUse = errors.New("address already in use")
 
+// testPodName is the POD_NAME of every test pod; testAnnounce maps a
+// cluster name to the address its announce file holds for it (none when
+// absent), with spec.externalAccess.
+const testPodName = "pod-0"
+
+var testAnnounce = map[string]string{"announced": "10.96.0.9"}
+
 // start runs the start script as the container would (again after a
 // kill: same IP, same data directory) and waits until the node answers
 // PING; the script's and the server's output go to redis.log, appended.
 func (p *pod) start(t *testing.T) error {
 	t.Helper()
-	p.cmd = exec.Command("sh", "-c", localize(p.root, forTLS(p.rc, startScript)))
-	p.cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
+	p.cmd = exec.Command("sh", "-c", localize(p.root, forAnnounce(p.rc, forTLS(p.rc, startScript))))
+	p.cmd.Env = append(os.Environ(), "POD_IP="+p.ip, "POD_NAME="+testPodName)
 	log, err := os.OpenFile(filepath.Join(p.root, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

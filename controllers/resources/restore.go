@@ -63,7 +63,7 @@ func WithRestore(sts *appsv1.StatefulSet, shard int, r *Restore) {
 		mounts = append(mounts, corev1.VolumeMount{Name: "restore-ca", MountPath: restoreCADir, ReadOnly: true})
 		args = append(args, "--ca-file="+restoreCADir+"/ca.crt")
 	}
-	sc := containerSecurityContext()
+	sc := defaultContainerSecurityContext()
 	// The files it writes are redis-server's: the redis user's, whatever
 	// the operator image's USER is.
 	sc.RunAsUser, sc.RunAsGroup = ptr.To[int64](redisUID), ptr.To[int64](redisUID)

@@ -97,13 +97,15 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PodTemplateSpe
 	if rc.Spec.Exporter.Enabled {
 		containers = append(containers, exporterContainer(rc))
 	}
+	containers = append(containers, extraContainers(rc.Spec.Pod.Sidecars)...)
 	affinity, spread := placement(rc, shard)
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
+			InitContainers:                extraContainers(rc.Spec.Pod.InitContainers),
 			Containers:                    containers,
 			Volumes:                       podVolumes(rc),
-			SecurityContext:               podSecurityContext(),
+			SecurityContext:               podSecurityContextFor(rc),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](terminationGracePeriod),
@@ -122,7 +124,7 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 		Name:            RedisContainerName,
 		Image:           rc.Spec.Image,
 		ImagePullPolicy: rc.Spec.ImagePullPolicy,
-		Command:         []string{"sh", "-c", forTLS(rc, startScript)},
+		Command:         []string{"sh", "-c", forAnnounce(rc, forTLS(rc, startScript))},
 		Env:             []corev1.EnvVar{podIPEnv()},
 		Ports: []corev1.ContainerPort{
 			{Name: "redis", ContainerPort: RedisPort, Protocol: corev1.ProtocolTCP},
@@ -155,8 +157,12 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 		Lifecycle: &corev1.Lifecycle{
 			PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", forTLS(rc, preStopScript)}}},
 		},
-		SecurityContext:          containerSecurityContext(),
+		SecurityContext:          redisContainerSecurityContext(rc),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if rc.Spec.ExternalAccessEnabled() {
+		c.Env = append(c.Env, podNameEnv())
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: announceVolumeName, MountPath: AnnounceDir, ReadOnly: true})
 	}
 	if rc.Spec.TLSEnabled() {
 		c.VolumeMounts = append(c.VolumeMounts, tlsMount())
@@ -164,6 +170,7 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 			c.Ports = append(c.Ports, corev1.ContainerPort{Name: "redis-plain", ContainerPort: PlainPort, Protocol: corev1.ProtocolTCP})
 		}
 	}
+	c.VolumeMounts = append(c.VolumeMounts, rc.Spec.Pod.VolumeMounts...)
 	return c
 }
 
@@ -192,7 +199,7 @@ func exporterContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(ExporterPort)}},
 			PeriodSeconds: 10,
 		},
-		SecurityContext:          containerSecurityContext(),
+		SecurityContext:          redisContainerSecurityContext(rc),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if rc.Spec.TLSEnabled() {
@@ -231,7 +238,10 @@ func podVolumes(rc *cachev1beta1.RedisCluster) []corev1.Volume {
 	if rc.Spec.TLSEnabled() {
 		vols = append(vols, tlsVolume(rc))
 	}
-	return vols
+	if rc.Spec.ExternalAccessEnabled() {
+		vols = append(vols, announceVolume(rc))
+	}
+	return append(vols, rc.Spec.Pod.Volumes...)
 }
 
 // podSecurityContext and containerSecurityContext satisfy the Pod Security
@@ -248,7 +258,7 @@ func podSecurityContext() *corev1.PodSecurityContext {
 	}
 }
 
-func containerSecurityContext() *corev1.SecurityContext {
+func defaultContainerSecurityContext() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		Privileged:               ptr.To(false),

@@ -22,12 +22,25 @@ type defaulted struct {
 	parent, field, sentence string
 }
 
+// coreTypeFields are the RedisCluster fields holding lists of whole
+// Kubernetes core types, whose descriptions are Kubernetes' own.
+var coreTypeFields = map[string]bool{
+	"redisclusters.spec.pod.sidecars":       true,
+	"redisclusters.spec.pod.initContainers": true,
+	"redisclusters.spec.pod.volumes":        true,
+}
+
 // defaultedFields walks a version's schema and returns every property that
 // has a default, with the sentence documenting it.
 func defaultedFields(t *testing.T, path string, props map[string]apiextensionsv1.JSONSchemaProps) []defaulted {
 	t.Helper()
 	var out []defaulted
 	for name, p := range props {
+		// Whole Kubernetes types (a Container, a Volume) document their
+		// defaults in Kubernetes' words ("Default is xfs").
+		if coreTypeFields[path+"."+name] {
+			continue
+		}
 		// An empty string default comes only from Kubernetes' own types
 		// (LocalObjectReference.name), whose descriptions are not ours.
 		if p.Default != nil && string(p.Default.Raw) != `""` {

@@ -111,6 +111,16 @@ type RedisClusterSpec struct {
 	// +optional
 	Pod PodSpec `json:"pod,omitempty"`
 
+	// Service sets the type and annotations of the client Service (<name>).
+	// +optional
+	Service *ClientServiceSpec `json:"service,omitempty"`
+
+	// ExternalAccess gives every Redis pod a Service of its own and makes
+	// the pod announce that Service's address, so clients outside the
+	// Kubernetes cluster follow MOVED and ASK redirections to the right pod.
+	// +optional
+	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
+
 	// Paused stops every topology change (slot moves, failovers, joins,
 	// rolling restarts) while true. Status is still observed and kept current.
 	// Defaults to false.
@@ -416,6 +426,10 @@ type PodSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// Extra containers, volumes and security context overrides
+	// (podknobs_types.go).
+	PodExtras `json:",inline"`
 }
 
 // Phase is a one-word summary of the cluster's lifecycle; conditions carry
