@@ -41,7 +41,9 @@ const tlsReloadRequeue = 5 * time.Second
 // operator's CA (Secret <name>-tls-ca) is made once; the nodes'
 // certificate (Secret <name>-tls) is issued again when it is missing, has
 // less than a third of its life left, is not signed by that CA, or does
-// not name every pod IP of the cluster (tlscerts.Covers). A user Secret
+// not name every pod IP of the cluster (tlscerts.Covers); for pod IPs it
+// waits (a pass soon after) while new pods have none yet (podIPs), so a
+// scale-out gets one new certificate, not one per pod. A user Secret
 // (spec.tls.secretName) must hold tls.crt, tls.key and ca.crt, the
 // certificate chaining to ca.crt; otherwise the pass fails naming what is
 // wrong.
@@ -52,6 +54,7 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (ct
 		return ctrl.Result{}, false, nil
 	}
 	var ca, cert, key []byte
+	var wait bool
 	if name := rc.Spec.TLS.SecretName; name != "" {
 		sec := &corev1.Secret{}
 		if err := r.reader().Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: name}, sec); err != nil {
@@ -63,7 +66,7 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (ct
 		}
 	} else {
 		var err error
-		if ca, cert, key, err = r.operatorCertificate(ctx, s); err != nil {
+		if ca, cert, key, wait, err = r.operatorCertificate(ctx, s); err != nil {
 			return ctrl.Result{}, true, err
 		}
 	}
@@ -87,13 +90,16 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, s *scope) (ct
 		NotAfter:      &metav1.Time{Time: leaf.NotAfter.UTC()},
 		AppliedSerial: applied,
 	}
+	if wait {
+		return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
+	}
 	return ctrl.Result{}, false, nil
 }
 
 // operatorCertificate returns the CA bundle, certificate and key from the
 // operator's Secrets, making the CA and issuing the certificate as
 // reconcileTLS describes.
-func (r *RedisClusterReconciler) operatorCertificate(ctx context.Context, s *scope) (ca, cert, key []byte, err error) {
+func (r *RedisClusterReconciler) operatorCertificate(ctx context.Context, s *scope) (ca, cert, key []byte, wait bool, err error) {
 	rc := s.rc
 	caSecret := &corev1.Secret{}
 	err = r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.TLSCASecretName(rc.Name)}, caSecret)
@@ -101,47 +107,54 @@ func (r *RedisClusterReconciler) operatorCertificate(ctx context.Context, s *sco
 	case apierrors.IsNotFound(err):
 		caCert, caKey, err := tlscerts.NewCA(rc.Namespace+"/"+rc.Name+" Redis CA", s.now)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 		caSecret = resources.TLSCASecret(rc, caCert, caKey)
 		s.log.Info("Creating the cluster's TLS CA", "secret", caSecret.Name)
 		if err := r.Client.Create(ctx, caSecret, client.FieldOwner(FieldOwner)); err != nil {
-			return nil, nil, nil, fmt.Errorf("creating Secret %s: %w", caSecret.Name, err)
+			return nil, nil, nil, false, fmt.Errorf("creating Secret %s: %w", caSecret.Name, err)
 		}
 	case err != nil:
-		return nil, nil, nil, fmt.Errorf("reading Secret %s: %w", resources.TLSCASecretName(rc.Name), err)
+		return nil, nil, nil, false, fmt.Errorf("reading Secret %s: %w", resources.TLSCASecretName(rc.Name), err)
 	default:
 		if err := checkControlled(rc, caSecret); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 	}
 	ca, caKey := caSecret.Data[resources.TLSCAKey], caSecret.Data[resources.TLSCAPrivateKey]
 
-	ips, err := r.clusterPodIPs(ctx, rc)
+	ips, waiting, err := r.clusterPodIPs(ctx, rc, s.now)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	dns := resources.TLSDNSNames(rc)
 	leafSecret := &corev1.Secret{}
 	err = r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.TLSOperatorSecretName(rc.Name)}, leafSecret)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, nil, fmt.Errorf("reading Secret %s: %w", resources.TLSOperatorSecretName(rc.Name), err)
+		return nil, nil, nil, false, fmt.Errorf("reading Secret %s: %w", resources.TLSOperatorSecretName(rc.Name), err)
 	}
 	if exists {
 		if err := checkControlled(rc, leafSecret); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 		cert, key = leafSecret.Data[resources.TLSCertKey], leafSecret.Data[resources.TLSKeyKey]
 		why := reissueReason(ca, cert, key, leafSecret.Data[resources.TLSCAKey], dns, ips, s.now)
 		if why == "" {
-			return ca, cert, key, nil
+			return ca, cert, key, false, nil
+		}
+		if why == reasonNewPodIP && waiting > 0 {
+			// New pods get their IPs within seconds of each other (a
+			// scale-out makes a whole shard at once): one certificate
+			// for all of them, not one per pod.
+			s.log.V(1).Info("Waiting for new pods' IPs before issuing the TLS certificate", "pods", waiting)
+			return ca, cert, key, true, nil
 		}
 		s.log.Info("Issuing a new TLS certificate", "secret", leafSecret.Name, "reason", why)
 	}
 	cert, key, err = tlscerts.Issue(ca, caKey, dns, ips, s.now)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	desired := resources.TLSOperatorSecret(rc, cert, key, ca)
 	if exists {
@@ -151,10 +164,14 @@ func (r *RedisClusterReconciler) operatorCertificate(ctx context.Context, s *sco
 		err = r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("writing Secret %s: %w", desired.Name, err)
+		return nil, nil, nil, false, fmt.Errorf("writing Secret %s: %w", desired.Name, err)
 	}
-	s.did("TLSCertificateIssued", "Issued TLS certificate into Secret %s", desired.Name)
-	return ca, cert, key, nil
+	leaf, err := tlscerts.ParseCertificate(cert)
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	s.did("TLSCertificateIssued", "Issued TLS certificate %s into Secret %s", tlscerts.Serial(leaf), desired.Name)
+	return ca, cert, key, false, nil
 }
 
 // reissueReason says why the operator's certificate must be issued again
@@ -174,25 +191,46 @@ func reissueReason(ca, cert, key, secretCA []byte, dns []string, ips []net.IP, n
 		return "less than a third of its validity is left"
 	}
 	if !tlscerts.Covers(leaf, dns, ips) {
-		return "it does not name every pod IP"
+		return reasonNewPodIP
 	}
 	return ""
 }
 
-// clusterPodIPs are the IPs of the cluster's pods that have one, sorted.
-func (r *RedisClusterReconciler) clusterPodIPs(ctx context.Context, rc *cachev1beta1.RedisCluster) ([]net.IP, error) {
+// reasonNewPodIP is reissueReason's answer for a certificate that lacks a
+// pod IP.
+const reasonNewPodIP = "it does not name every pod IP"
+
+// tlsIPWait bounds how long a new pod without an IP holds back the
+// certificate for the others (podIPs): a pod that cannot be scheduled
+// must not keep the other new pods' IPs out of it.
+const tlsIPWait = time.Minute
+
+// clusterPodIPs lists the cluster's pods and returns podIPs of them.
+func (r *RedisClusterReconciler) clusterPodIPs(ctx context.Context, rc *cachev1beta1.RedisCluster, now time.Time) ([]net.IP, int, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(rc.Namespace), managedBy(rc)); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, 0, fmt.Errorf("listing pods: %w", err)
 	}
-	var ips []net.IP
-	for _, p := range pods.Items {
+	ips, waiting := podIPs(pods.Items, now)
+	return ips, waiting, nil
+}
+
+// podIPs are the IPs of the pods that have one, sorted, and how many pods
+// have none yet while they will soon: not being deleted, not finished,
+// created less than tlsIPWait before now.
+func podIPs(pods []corev1.Pod, now time.Time) (ips []net.IP, waiting int) {
+	for _, p := range pods {
 		if ip := net.ParseIP(p.Status.PodIP); ip != nil {
 			ips = append(ips, ip)
+			continue
+		}
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
+			now.Sub(p.CreationTimestamp.Time) < tlsIPWait {
+			waiting++
 		}
 	}
 	slices.SortFunc(ips, func(a, b net.IP) int { return bytes.Compare(a, b) })
-	return ips, nil
+	return ips, waiting
 }
 
 // reconcileTLSReload makes every running node serve the current
