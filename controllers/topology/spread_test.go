@@ -176,4 +176,3 @@ func mapValues(m map[string]int) []int {
 	}
 	return out
 }
-
