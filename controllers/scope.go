@@ -126,7 +126,37 @@ func (s *scope) desired() topology.Desired {
 			d.Leaving = append(d.Leaving, sh.spec())
 		}
 	}
+	if s.movingMasters() {
+		withoutPlacement(d.Shards)
+	}
 	return d
+}
+
+// movingMasters reports whether a rolling update (stale pods) or a replica
+// scale-down (a shard running more pods than spec) is under way: both move
+// masters off the pods they replace or remove, and the engine's spreading
+// of masters (it needs every endpoint's node) could move one back each
+// pass, so the pods' placement is withheld from the engine until they are
+// done.
+func (s *scope) movingMasters() bool {
+	if len(s.obs.StalePods) > 0 {
+		return true
+	}
+	for _, sh := range s.shards {
+		if sh.Desired && sh.Expected > 1+int(s.rc.Spec.ReplicasPerShard) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutPlacement clears the node and zone of every endpoint of shards.
+func withoutPlacement(shards []topology.ShardSpec) {
+	for i := range shards {
+		for j := range shards[i].Nodes {
+			shards[i].Nodes[j].Node, shards[i].Nodes[j].Zone = "", ""
+		}
+	}
 }
 
 func (s *scope) normal(reason, format string, a ...any) {
