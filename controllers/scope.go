@@ -126,10 +126,31 @@ func (s *scope) desired() topology.Desired {
 			d.Leaving = append(d.Leaving, sh.spec())
 		}
 	}
-	if s.movingMasters() {
+	if s.movingMasters() || s.settleLeft() > 0 {
 		withoutPlacement(d.Shards)
 	}
 	return d
+}
+
+// spreadSettle is how long a cluster must have been Ready before the
+// engine may move masters to spread them: a node or pod that just came
+// back may fail again, and a failover just done is left alone for a while
+// (its result is what people and tests look at first).
+const spreadSettle = time.Minute
+
+// settleLeft is how long until the cluster has been Ready for
+// spreadSettle (by its Ready condition as read this pass): 0 once it has,
+// spreadSettle while it is not Ready.
+func (s *scope) settleLeft() time.Duration {
+	read := s.original
+	if read == nil {
+		read = s.rc
+	}
+	c := meta.FindStatusCondition(read.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return spreadSettle
+	}
+	return max(c.LastTransitionTime.Add(spreadSettle).Sub(s.now), 0)
 }
 
 // movingMasters reports whether a rolling update (stale pods) or a replica
