@@ -217,6 +217,7 @@ func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctr
 	rc := s.rc
 	s.shards = groupPods(rc.Name, int(rc.Spec.Shards), int(rc.Spec.ReplicasPerShard),
 		func(i int) string { return r.built.templateHash(rc, i) }, s.statefulSets, s.leaving, pods.Items)
+	r.placePods(ctx, s)
 	s.obs.PodsObserved = true
 	s.obs.Pods = podsSummary(s.shards, s.now)
 	s.obs.StalePods = rollout.Stale(rolloutShards(s.shards))

@@ -83,6 +83,11 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 
 	switch {
 	case err == nil:
+		// Masters are spread only once the cluster has been Ready for
+		// spreadSettle (scope.desired): look again then.
+		if left := s.settleLeft(); left > 0 && !s.movingMasters() {
+			return ctrl.Result{RequeueAfter: left}, false, nil
+		}
 		return ctrl.Result{}, false, nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		// A long migration: the engine finished its round cleanly; go on soon.

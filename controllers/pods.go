@@ -35,6 +35,9 @@ type podInfo struct {
 	// Node is the Kubernetes node the pod is bound to, "" before it is
 	// scheduled.
 	Node string
+	// Zone is Node's topology.kubernetes.io/zone label (placePods), ""
+	// when unknown.
+	Zone string
 	// Hash is the pod's TemplateHashAnnotation.
 	Hash    string
 	Created time.Time
@@ -174,9 +177,11 @@ func podState(p *corev1.Pod) string {
 	return "not running"
 }
 
-// endpoint is the engine's address of a pod.
+// endpoint is the engine's address of a pod, with where it runs and
+// whether it is Ready (for the spreading of masters).
 func (p podInfo) endpoint() topology.Endpoint {
-	return topology.Endpoint{Name: p.Name, Addr: net.JoinHostPort(p.IP, strconv.Itoa(resources.RedisPort))}
+	return topology.Endpoint{Name: p.Name, Addr: net.JoinHostPort(p.IP, strconv.Itoa(resources.RedisPort)),
+		Node: p.Node, Zone: p.Zone, NotReady: !p.Ready}
 }
 
 // missingState is the State of an expected pod that does not exist.

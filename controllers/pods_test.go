@@ -27,14 +27,17 @@ func redisPod(name, ip string, state *corev1.ContainerState) corev1.Pod {
 
 // A shard's pods that do not run are Down endpoints, with their IP when
 // they have one and why they do not run; an expected pod that does not
-// exist is Down "missing". Status names each with the same state.
+// exist is Down "missing". Status names each with the same state. A pod
+// with an IP carries its node and whether it is Ready (none of these is).
 func TestShardSpecMarksPodsThatDoNotRun(t *testing.T) {
 	running := &corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
 	crashing := &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
 	terminating := redisPod("c-shard-1-0", "10.0.0.5", running)
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	scheduled := redisPod("c-shard-0-0", "10.0.0.1", running)
+	scheduled.Spec.NodeName = "node-a"
 	pods := []corev1.Pod{
-		redisPod("c-shard-0-0", "10.0.0.1", running),
+		scheduled,
 		redisPod("c-shard-0-1", "", nil),
 		redisPod("c-shard-0-2", "10.0.0.3", crashing),
 		terminating,
@@ -43,12 +46,12 @@ func TestShardSpecMarksPodsThatDoNotRun(t *testing.T) {
 	shards := groupPods("c", 2, 2, func(int) string { return "h" }, nil, nil, pods)
 	want := [][]topology.Endpoint{
 		{
-			{Name: "c-shard-0-0", Addr: "10.0.0.1:6379"},
+			{Name: "c-shard-0-0", Addr: "10.0.0.1:6379", Node: "node-a", NotReady: true},
 			{Name: "c-shard-0-1", Down: "Pending"},
-			{Name: "c-shard-0-2", Addr: "10.0.0.3:6379", Down: "CrashLoopBackOff"},
+			{Name: "c-shard-0-2", Addr: "10.0.0.3:6379", Down: "CrashLoopBackOff", NotReady: true},
 		},
 		{
-			{Name: "c-shard-1-0", Addr: "10.0.0.5:6379", Down: "Terminating"},
+			{Name: "c-shard-1-0", Addr: "10.0.0.5:6379", Down: "Terminating", NotReady: true},
 			{Name: "c-shard-1-1", Down: "missing"},
 			{Name: "c-shard-1-2", Down: "missing"},
 		},

@@ -144,6 +144,8 @@ type RedisClusterReconciler struct {
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
+	// zones remembers the zones of the nodes pods run on (zones.go).
+	zones zoneCache
 
 	metrics *clusterMetrics
 }

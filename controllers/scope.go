@@ -126,7 +126,58 @@ func (s *scope) desired() topology.Desired {
 			d.Leaving = append(d.Leaving, sh.spec())
 		}
 	}
+	if s.movingMasters() || s.settleLeft() > 0 {
+		withoutPlacement(d.Shards)
+	}
 	return d
+}
+
+// spreadSettle is how long a cluster must have been Ready before the
+// engine may move masters to spread them: a node or pod that just came
+// back may fail again, and a failover just done is left alone for a while
+// (its result is what people and tests look at first).
+const spreadSettle = time.Minute
+
+// settleLeft is how long until the cluster has been Ready for
+// spreadSettle (by its Ready condition as read this pass): 0 once it has,
+// spreadSettle while it is not Ready.
+func (s *scope) settleLeft() time.Duration {
+	read := s.original
+	if read == nil {
+		read = s.rc
+	}
+	c := meta.FindStatusCondition(read.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return spreadSettle
+	}
+	return max(c.LastTransitionTime.Add(spreadSettle).Sub(s.now), 0)
+}
+
+// movingMasters reports whether a rolling update (stale pods) or a replica
+// scale-down (a shard running more pods than spec) is under way: both move
+// masters off the pods they replace or remove, and the engine's spreading
+// of masters (it needs every endpoint's node) could move one back each
+// pass, so the pods' placement is withheld from the engine until they are
+// done.
+func (s *scope) movingMasters() bool {
+	if len(s.obs.StalePods) > 0 {
+		return true
+	}
+	for _, sh := range s.shards {
+		if sh.Desired && sh.Expected > 1+int(s.rc.Spec.ReplicasPerShard) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutPlacement clears the node and zone of every endpoint of shards.
+func withoutPlacement(shards []topology.ShardSpec) {
+	for i := range shards {
+		for j := range shards[i].Nodes {
+			shards[i].Nodes[j].Node, shards[i].Nodes[j].Zone = "", ""
+		}
+	}
 }
 
 func (s *scope) normal(reason, format string, a ...any) {

@@ -133,6 +133,9 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 	case StepForget:
 		return e.forget(ctx, c, view, s)
 	case StepFailover:
+		if s.Option == "" {
+			return e.spreadMaster(ctx, c, view, n, s)
+		}
 		args := []any{"CLUSTER", "FAILOVER"}
 		if s.Option != "" {
 			args = append(args, s.Option)

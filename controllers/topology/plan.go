@@ -34,8 +34,9 @@ const (
 	// still owns slots unless Option is ForgetDataLoss.
 	StepForget StepKind = "Forget"
 	// StepFailover: CLUSTER FAILOVER Option on replica Node (spec: "Replica election and
-	// promotion"). Planned only as TAKEOVER, when the master is unreachable and no majority
-	// of the slot-owning masters is alive to elect a replica.
+	// promotion"). Planned as TAKEOVER when the master is unreachable and no majority of the
+	// slot-owning masters is alive to elect a replica; planned without Option (a manual
+	// failover, NodeID the master) to spread masters piled up on a node or zone (spread.go).
 	StepFailover StepKind = "Failover"
 	// StepWait: nothing to send; Redis is converging by itself (gossip, failover, sync).
 	StepWait StepKind = "Wait"
@@ -83,7 +84,7 @@ func (s Step) String() string {
 	if s.Option != "" {
 		fmt.Fprintf(&b, " %s", s.Option)
 	}
-	if s.Kind == StepWait && s.Reason != "" {
+	if (s.Kind == StepWait || s.Kind == StepFailover && s.Option == "") && s.Reason != "" {
 		fmt.Fprintf(&b, ": %s", s.Reason)
 	}
 	return b.String()
@@ -108,7 +109,9 @@ func (s Step) String() string {
 //     receives slots (spec: "Replica migration" would otherwise move replicas around);
 //  7. slots move to reach an even split with the fewest moves (spec: "Live resharding");
 //  8. drained Leaving shards are forgotten everywhere (spec: "Removing nodes from a
-//     cluster").
+//     cluster");
+//  9. once everything else is converged, one master piled up with others on a node or zone
+//     is moved onto its replica elsewhere by a planned CLUSTER FAILOVER (spread.go).
 //
 // A Wait step means Redis is converging by itself. The error reports what blocks convergence
 // beyond the returned steps (ErrNotReady, ErrShardLost, ErrConflict, ErrInvalidDesired);
@@ -195,6 +198,11 @@ func (p *planner) plan() ([]Step, error) {
 	p.checkConverged()
 	if len(p.waits) > 0 {
 		return []Step{{Kind: StepWait, Reason: p.waits[0]}}, p.err()
+	}
+	if len(p.blockers) == 0 {
+		if steps := p.spreadSteps(); len(steps) > 0 { // spread.go
+			return steps, nil
+		}
 	}
 	return nil, p.err()
 }

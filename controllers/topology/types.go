@@ -27,6 +27,15 @@ type Endpoint struct {
 	// declared lost, its shard receives no slots, its leaving shard is not forgotten while
 	// it may hold the only copy of data) while everything else proceeds.
 	Down string
+	// Node and Zone say where the pod runs: its Kubernetes node's name and that node's
+	// topology.kubernetes.io/zone label; empty when unknown. Only the spreading of masters
+	// (Plan's last phase) reads them: it runs only when every endpoint's Node is known, and
+	// spreads over zones only when every endpoint's Zone is.
+	Node string
+	Zone string
+	// NotReady: the pod runs but Kubernetes does not count it Ready. The engine contacts it
+	// as usual; only the spreading of masters waits until no endpoint is NotReady.
+	NotReady bool
 }
 
 // ShardSpec groups the pods of one shard (one StatefulSet): one master and its replicas.

@@ -1,0 +1,53 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// The engine gets each pod's node and zone (to spread masters) once the
+// cluster has been Ready for spreadSettle, except while a rolling update
+// or a replica scale-down moves masters off pods: otherwise no endpoint
+// carries a node, and the engine does not spread.
+func TestDesiredWithholdsPlacementWhileMastersMove(t *testing.T) {
+	shard := func(expected int) *shardPods {
+		return &shardPods{Name: "c-shard-0", Desired: true, Expected: expected, Pods: []podInfo{
+			{Name: "c-shard-0-0", Ordinal: 0, IP: "10.0.0.1", Up: true, Ready: true, Node: "n1", Zone: "za"},
+			{Name: "c-shard-0-1", Ordinal: 1, IP: "10.0.0.2", Up: true, Ready: true, Node: "n2", Zone: "zb"},
+		}}
+	}
+	cases := []struct {
+		name     string
+		expected int
+		stale    []string
+		ready    metav1.ConditionStatus
+		since    time.Duration
+		placed   bool
+	}{
+		{name: "Ready for 2 min: placement given", expected: 2, ready: metav1.ConditionTrue, since: 2 * time.Minute, placed: true},
+		{name: "Ready for 10 s: withheld", expected: 2, ready: metav1.ConditionTrue, since: 10 * time.Second},
+		{name: "not Ready: withheld", expected: 2, ready: metav1.ConditionFalse, since: 2 * time.Minute},
+		{name: "rolling update: withheld", expected: 2, ready: metav1.ConditionTrue, since: 2 * time.Minute, stale: []string{"c-shard-0-1"}},
+		{name: "replica scale-down: withheld", expected: 3, ready: metav1.ConditionTrue, since: 2 * time.Minute},
+	}
+	now := time.Now()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := &cachev1beta1.RedisCluster{}
+			rc.Spec.Shards, rc.Spec.ReplicasPerShard = 1, 1
+			rc.Status.Conditions = []metav1.Condition{{Type: cachev1beta1.RedisClusterReadyCondition, Status: tc.ready,
+				LastTransitionTime: metav1.NewTime(now.Add(-tc.since))}}
+			s := &scope{rc: rc, original: rc, now: now, shards: []*shardPods{shard(tc.expected)}}
+			s.obs.StalePods = tc.stale
+			for _, ep := range s.desired().Shards[0].Nodes {
+				if placed := ep.Node != "" && ep.Zone != ""; placed != tc.placed {
+					t.Errorf("%s: node %q zone %q, want placement %v", ep.Name, ep.Node, ep.Zone, tc.placed)
+				}
+			}
+		})
+	}
+}
