@@ -34,6 +34,9 @@ func upEndpoints(s *scope) []topology.Endpoint {
 	return eps
 }
 
+// The Secret of a user removed from spec.users is deleted.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=delete
+
 // reconcileUsers applies spec.users on every running node, advances their rotations, deletes
 // the removed users and writes status.users (see users.go).
 func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, s *scope) (ctrl.Result, bool, error) {

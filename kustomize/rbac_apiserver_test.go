@@ -91,7 +91,7 @@ func TestRBACAuthorizes(t *testing.T) {
 		checkAccess(t, ctx, c, append(named,
 			access{"list", "", "secrets", namespace, "", true},
 			access{"create", "apps", "statefulsets", namespace, "", true},
-			access{"delete", "", "configmaps", namespace, "x", false},
+			access{"delete", "", "serviceaccounts", namespace, "x", false},
 			access{"update", "cache.redis.io", "redisclusters", namespace, "x", true},
 			access{"create", "", "serviceaccounts/token", namespace, "x", true},
 			access{"create", "", "serviceaccounts/token", "default", "x", false},
