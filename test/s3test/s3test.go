@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -37,8 +38,9 @@ type Server struct {
 	// Endpoint is the S3 API's URL, http://IP:8333.
 	Endpoint string
 	// Dir holds the data and weed.log.
-	Dir string
-	cmd *exec.Cmd
+	Dir  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the server exited
 }
 
 var next atomic.Int32
@@ -110,10 +112,27 @@ func StartAt(t testing.TB, ip string) *Server {
 		"-filer.localSocket="+filepath.Join(dir, "filer.sock"), "-s3.localSocket="+filepath.Join(dir, "s3.sock"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that forked the server ends, not
+	// when this process does: the Go runtime ends a thread whenever a
+	// goroutine locked to it returns (the e2e suite's process starter does
+	// so), which may be the thread that happened to run Start. A thread of
+	// the server's own, locked and never unlocked, lives exactly as long as
+	// the server.
+	started, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		t.Fatalf("s3test: starting %s: %v", bin, err)
 	}
-	s := &Server{IP: ip, Endpoint: fmt.Sprintf("http://%s:%d", ip, S3Port), Dir: dir, cmd: cmd}
+	s := &Server{IP: ip, Endpoint: fmt.Sprintf("http://%s:%d", ip, S3Port), Dir: dir, cmd: cmd, done: done}
 	t.Cleanup(s.Stop)
 	deadline := time.Now().Add(90 * time.Second)
 	c := s.Client(t)
@@ -154,11 +173,13 @@ func (s *Server) MakeBucket(t testing.TB, name string) {
 
 // Stop kills the server's process group and waits for it.
 func (s *Server) Stop() {
-	if s.cmd.Process == nil || s.cmd.ProcessState != nil {
+	select {
+	case <-s.done:
 		return
+	default:
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	_ = s.cmd.Wait()
+	<-s.done
 }
 
 func tail(b []byte, n int) []byte {
