@@ -103,55 +103,39 @@ else
   build "${kubectl_dir}" "${kubectl_stamp}" "${kube_ldflags}" kubectl k8s.io/kubernetes/cmd/kubectl
 fi
 
+# module_tool NAME DIR MODULE PACKAGE [INPUT...] builds PACKAGE of DIR's tool module as
+# bin/NAME, stripped, unless bin/NAME was built from the same go.mod, go.sum, version
+# of MODULE and INPUTs (extra text whose change must rebuild it).
+module_tool() {
+  local name="$1" dir="$2" module="$3" pkg="$4"
+  shift 4
+  local version line
+  version="$(module_version "${dir}" "${module}")"
+  line="$(stamp "${dir}" "${module}" "${version}" "-s -w" "$@")"
+  if up_to_date "${name}" "${line}"; then
+    echo "build-tools: bin/${name} is up to date (${module} ${version})"
+  else
+    build "${dir}" "${line}" "-s -w" "${name}" "${pkg}"
+  fi
+}
+
 # etcd: go.etcd.io/etcd/server/v3 is etcd's main package; its version is a constant
 # in go.etcd.io/etcd/api/v3/version, so no -X flags are needed.
-etcd_dir="${tools}/etcd"
-etcd_version="$(module_version "${etcd_dir}" go.etcd.io/etcd/server/v3)"
-etcd_ldflags="-s -w"
-etcd_stamp="$(stamp "${etcd_dir}" go.etcd.io/etcd/server/v3 "${etcd_version}" "${etcd_ldflags}")"
-if up_to_date etcd "${etcd_stamp}"; then
-  echo "build-tools: bin/etcd is up to date (go.etcd.io/etcd/server/v3 ${etcd_version})"
-else
-  build "${etcd_dir}" "${etcd_stamp}" "${etcd_ldflags}" etcd go.etcd.io/etcd/server/v3
-fi
+module_tool etcd "${tools}/etcd" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3
 
 # weed: SeaweedFS (weed mini, the S3-compatible store of the backup tests,
 # test/s3test); its version is the pseudo-version pinned in its tool module.
-weed_dir="${tools}/seaweedfs"
-weed_version="$(module_version "${weed_dir}" github.com/seaweedfs/seaweedfs)"
-weed_ldflags="-s -w"
-weed_stamp="$(stamp "${weed_dir}" github.com/seaweedfs/seaweedfs "${weed_version}" "${weed_ldflags}")"
-if up_to_date weed "${weed_stamp}"; then
-  echo "build-tools: bin/weed is up to date (github.com/seaweedfs/seaweedfs ${weed_version})"
-else
-  build "${weed_dir}" "${weed_stamp}" "${weed_ldflags}" weed github.com/seaweedfs/seaweedfs/weed
-fi
+module_tool weed "${tools}/seaweedfs" github.com/seaweedfs/seaweedfs github.com/seaweedfs/seaweedfs/weed
 
 # kustomize: what Argo CD's repo-server runs to render our kustomizations
 # (the local plane's Argo CD image puts it beside bin/argocd).
-kustomize_dir="${tools}/kustomize"
-kustomize_version="$(module_version "${kustomize_dir}" sigs.k8s.io/kustomize/kustomize/v5)"
-kustomize_ldflags="-s -w"
-kustomize_stamp="$(stamp "${kustomize_dir}" sigs.k8s.io/kustomize/kustomize/v5 "${kustomize_version}" "${kustomize_ldflags}")"
-if up_to_date kustomize "${kustomize_stamp}"; then
-  echo "build-tools: bin/kustomize is up to date (sigs.k8s.io/kustomize/kustomize/v5 ${kustomize_version})"
-else
-  build "${kustomize_dir}" "${kustomize_stamp}" "${kustomize_ldflags}" kustomize sigs.k8s.io/kustomize/kustomize/v5
-fi
+module_tool kustomize "${tools}/kustomize" sigs.k8s.io/kustomize/kustomize/v5 sigs.k8s.io/kustomize/kustomize/v5
 
 # argocd: Argo CD's application controller, repo-server and ApplicationSet
 # controller in one binary (hack/tools/argocd/main.go), for the GitOps
 # scenario; the heaviest tool here (about 10 minutes on 2 cores from a cold
-# cache, 160 MB).
-argocd_dir="${tools}/argocd"
-argocd_version="$(module_version "${argocd_dir}" github.com/argoproj/argo-cd/v3)"
-argocd_ldflags="-s -w"
-argocd_stamp="$(stamp "${argocd_dir}" github.com/argoproj/argo-cd/v3 "${argocd_version}" "${argocd_ldflags}" "$(cat "${argocd_dir}"/*.go | sha256sum)")"
-if up_to_date argocd "${argocd_stamp}"; then
-  echo "build-tools: bin/argocd is up to date (github.com/argoproj/argo-cd/v3 ${argocd_version})"
-else
-  build "${argocd_dir}" "${argocd_stamp}" "${argocd_ldflags}" argocd .
-fi
+# cache, 160 MB). Its own Go files are inputs too.
+module_tool argocd "${tools}/argocd" github.com/argoproj/argo-cd/v3 . "$(cat "${tools}/argocd"/*.go | sha256sum)"
 
 if ((built == 0)); then
   echo "build-tools: nothing to do, all tools up to date in bin/"
