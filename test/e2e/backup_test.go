@@ -190,17 +190,8 @@ func TestBackup(t *testing.T) {
 			return n == 0, fmt.Sprintf("%d claims left", n)
 		})
 
-		size := resource.MustParse("64Mi")
-		restored := &cluster{t: t, ns: c.ns, name: "restored"}
-		rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: restored.name},
-			Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1, Image: "redis:7.0",
-				Storage:   cachev1beta1.StorageSpec{Size: &size, DeleteClaimPolicy: cachev1beta1.DeleteClaimDelete},
-				Bootstrap: &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: "b1"}}}}
-		restored.track()
 		start := time.Now()
-		if err := env.k8s.Create(context.Background(), rc); err != nil {
-			t.Fatal(err)
-		}
+		restored := restoreCluster(t, c.ns, "restored", "64Mi", "b1")
 		restored.waitReady(5 * time.Minute)
 		t.Logf("restored and Ready in %s", time.Since(start).Round(time.Second))
 		cl := restored.clusterClient()
@@ -282,4 +273,23 @@ func TestBackup(t *testing.T) {
 		}
 		t.Logf("after the kill: %s", backupSummary(b))
 	})
+}
+
+// restoreCluster creates the RedisCluster ns/name of 3 shards × 1 replica
+// with claims of size that starts from the RedisClusterBackup backup
+// (spec.bootstrap.fromBackup), and tracks it (dumped on failure, deleted
+// when t ends).
+func restoreCluster(t testing.TB, ns, name, size, backup string) *cluster {
+	t.Helper()
+	q := resource.MustParse(size)
+	restored := &cluster{t: t, ns: ns, name: name}
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1, Image: "redis:7.0",
+			Storage:   cachev1beta1.StorageSpec{Size: &q, DeleteClaimPolicy: cachev1beta1.DeleteClaimDelete},
+			Bootstrap: &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: backup}}}}
+	restored.track()
+	if err := env.k8s.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	return restored
 }

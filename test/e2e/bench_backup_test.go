@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/test/s3test"
@@ -60,17 +58,8 @@ func BenchmarkBackupRestore(b *testing.B) {
 		took := bk.Status.EndTime.Sub(bk.Status.StartTime.Time)
 		mb := float64(bk.Status.Size) / 1e6
 
-		size := resource.MustParse("256Mi")
-		restored := &cluster{t: b, ns: c.ns, name: "bench-restored"}
-		rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: restored.name},
-			Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1, Image: "redis:7.0",
-				Storage:   cachev1beta1.StorageSpec{Size: &size, DeleteClaimPolicy: cachev1beta1.DeleteClaimDelete},
-				Bootstrap: &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: "b1"}}}}
-		restored.track()
 		start := time.Now()
-		if err := env.k8s.Create(context.Background(), rc); err != nil {
-			b.Fatal(err)
-		}
+		restored := restoreCluster(b, c.ns, "bench-restored", "256Mi", "b1")
 		restored.waitReady(10 * time.Minute)
 		restoreTook := time.Since(start)
 		if n, err := restored.clusterClient().DBSize(context.Background()).Result(); err != nil || n < benchBackupKeys {
