@@ -17,7 +17,7 @@ deps: ## Install the Debian packages the tests and the demo need (apt-get as roo
 	@bash hack/deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubectl, weed (SeaweedFS), kustomize and argocd into bin/ (no-op when present).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubectl, weed (SeaweedFS), kustomize, argocd and the test Vault (vaultserver) into bin/ (no-op when present).
 	@bash hack/build-tools.sh
 
 .PHONY: generate

@@ -8,6 +8,7 @@
 #   bin/weed                                         from github.com/seaweedfs/seaweedfs (hack/tools/seaweedfs)
 #   bin/kustomize                                    from sigs.k8s.io/kustomize/kustomize/v5 (hack/tools/kustomize)
 #   bin/argocd                                       from github.com/argoproj/argo-cd/v3 (hack/tools/argocd)
+#   bin/vaultserver                                  from test/vaultserver (Vault's own KV v2 and Kubernetes auth backends)
 # Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
 # except through the Go module proxy. A binary is rebuilt only when it is missing or
 # when its stamp in bin/.versions/ (module version plus a hash of the module's go.mod,
@@ -136,6 +137,12 @@ module_tool kustomize "${tools}/kustomize" sigs.k8s.io/kustomize/kustomize/v5 si
 # scenario; the heaviest tool here (about 10 minutes on 2 cores from a cold
 # cache, 160 MB). Its own Go files are inputs too.
 module_tool argocd "${tools}/argocd" github.com/argoproj/argo-cd/v3 . "$(cat "${tools}/argocd"/*.go | sha256sum)"
+
+# vaultserver: the test Vault (Vault's own KV v2 and Kubernetes auth
+# backends behind Vault's HTTP API; test/vaultserver), which the backup
+# tests run from bin/. Its own Go files are inputs too.
+module_tool vaultserver "${root}/test/vaultserver" github.com/hashicorp/vault/sdk ./cmd/vaultserver \
+  "$(cat "${root}/test/vaultserver"/*.go "${root}/test/vaultserver"/cmd/vaultserver/*.go | sha256sum)"
 
 if ((built == 0)); then
   echo "build-tools: nothing to do, all tools up to date in bin/"
