@@ -26,6 +26,7 @@ type clusterMetrics struct {
 	readyPods     *prometheus.GaugeVec
 	ready         *prometheus.GaugeVec
 	credentials   *prometheus.GaugeVec
+	tlsNotAfter   *prometheus.GaugeVec
 }
 
 var (
@@ -49,9 +50,12 @@ func registerMetrics() *clusterMetrics {
 			readyPods:     gauge("redis_cluster_ready_pods", "Redis pods that are ready, masters and replicas."),
 			ready:         gauge("redis_cluster_ready", "1 when the RedisCluster's Ready condition is True, else 0."),
 			credentials:   gauge("redis_cluster_credentials_ready", "1 when the RedisCluster's CredentialsReady condition is True (its password source was read), else 0."),
+			tlsNotAfter: gauge("redis_cluster_tls_certificate_expiry_timestamp_seconds",
+				"When the nodes' TLS certificate expires (status.tls.notAfter), in seconds since the Unix epoch; no series without spec.tls."),
 		}
 		metrics.Registry.MustRegister(theMetrics.stateOK, theMetrics.slotsAssigned, theMetrics.knownNodes,
-			theMetrics.migrating, theMetrics.shards, theMetrics.readyPods, theMetrics.ready, theMetrics.credentials)
+			theMetrics.migrating, theMetrics.shards, theMetrics.readyPods, theMetrics.ready, theMetrics.credentials,
+			theMetrics.tlsNotAfter)
 	})
 	return theMetrics
 }
@@ -72,6 +76,11 @@ func (m *clusterMetrics) observe(rc *cachev1beta1.RedisCluster, t *status.Topolo
 	m.readyPods.With(l).Set(float64(rc.Status.ReadyReplicas))
 	m.ready.With(l).Set(b2f(rc.Status.Phase == cachev1beta1.PhaseReady))
 	m.credentials.With(l).Set(b2f(meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1beta1.RedisClusterCredentialsReadyCondition)))
+	if tls := rc.Status.TLS; rc.Spec.TLSEnabled() && tls != nil && tls.NotAfter != nil {
+		m.tlsNotAfter.With(l).Set(float64(tls.NotAfter.Unix()))
+	} else {
+		m.tlsNotAfter.Delete(l)
+	}
 	if t == nil {
 		return
 	}
@@ -88,7 +97,7 @@ func (m *clusterMetrics) forget(namespace, name string) {
 		return
 	}
 	l := prometheus.Labels{"namespace": namespace, "name": name}
-	for _, g := range []*prometheus.GaugeVec{m.stateOK, m.slotsAssigned, m.knownNodes, m.migrating, m.shards, m.readyPods, m.ready, m.credentials} {
+	for _, g := range []*prometheus.GaugeVec{m.stateOK, m.slotsAssigned, m.knownNodes, m.migrating, m.shards, m.readyPods, m.ready, m.credentials, m.tlsNotAfter} {
 		g.Delete(l)
 	}
 }

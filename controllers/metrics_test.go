@@ -36,3 +36,32 @@ func TestCredentialsReadyGauge(t *testing.T) {
 		t.Error("forget left the series")
 	}
 }
+
+// TestTLSExpiryGauge: redis_cluster_tls_certificate_expiry_timestamp_seconds
+// is status.tls.notAfter in Unix seconds while spec.tls is on (what the
+// RedisTLSCertificateExpiringSoon alert reads), and has no series once TLS
+// is off.
+func TestTLSExpiryGauge(t *testing.T) {
+	m := registerMetrics()
+	notAfter := metav1.Unix(1_900_000_000, 0)
+	rc := &cachev1beta1.RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"},
+		Spec:       cachev1beta1.RedisClusterSpec{TLS: &cachev1beta1.TLSSpec{Enabled: true}},
+		Status:     cachev1beta1.RedisClusterStatus{TLS: &cachev1beta1.TLSStatus{NotAfter: &notAfter}},
+	}
+	l := prometheus.Labels{"namespace": "ns", "name": "tls"}
+	m.observe(rc, nil)
+	var got dto.Metric
+	if err := m.tlsNotAfter.With(l).Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	if v := got.GetGauge().GetValue(); v != 1_900_000_000 {
+		t.Errorf("gauge %v, want 1900000000", v)
+	}
+	rc.Spec.TLS.Enabled = false
+	m.observe(rc, nil)
+	if m.tlsNotAfter.Delete(l) {
+		t.Error("TLS off left the series")
+	}
+	m.forget("ns", "tls")
+}

@@ -76,13 +76,14 @@ func TestPrometheusRulesParse(t *testing.T) {
 		forAtMost time.Duration
 		metric    string
 	}{
-		"RedisPodDown":                 {"critical", 5 * time.Minute, "redis_up"},
-		"RedisClusterStateNotOK":       {"critical", 5 * time.Minute, "redis_cluster_state"},
-		"RedisClusterSlotsNotCovered":  {"critical", 5 * time.Minute, "redis_cluster_slots_ok"},
-		"RedisShardWithoutReplica":     {"warning", 15 * time.Minute, "redis_connected_slaves"},
-		"RedisClusterNotReady":         {"warning", 15 * time.Minute, "redis_cluster_ready"},
-		"RedisMemoryNearMaxmemory":     {"warning", 15 * time.Minute, "redis_memory_max_bytes"},
-		"RedisCredentialSourceFailing": {"warning", 15 * time.Minute, "redis_cluster_credentials_ready"},
+		"RedisPodDown":                    {"critical", 5 * time.Minute, "redis_up"},
+		"RedisClusterStateNotOK":          {"critical", 5 * time.Minute, "redis_cluster_state"},
+		"RedisClusterSlotsNotCovered":     {"critical", 5 * time.Minute, "redis_cluster_slots_ok"},
+		"RedisShardWithoutReplica":        {"warning", 15 * time.Minute, "redis_connected_slaves"},
+		"RedisClusterNotReady":            {"warning", 15 * time.Minute, "redis_cluster_ready"},
+		"RedisMemoryNearMaxmemory":        {"warning", 15 * time.Minute, "redis_memory_max_bytes"},
+		"RedisCredentialSourceFailing":    {"warning", 15 * time.Minute, "redis_cluster_credentials_ready"},
+		"RedisTLSCertificateExpiringSoon": {"warning", time.Hour, "redis_cluster_tls_certificate_expiry_timestamp_seconds"},
 	}
 	var names []string
 	for _, r := range rules {
