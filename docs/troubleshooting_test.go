@@ -20,13 +20,16 @@ import (
 // Reason* are condition reasons the operator writes.
 var reasonSources = []string{
 	"../apis/cache/v1beta1/conditions.go",
+	"../apis/cache/v1beta1/backup_types.go",
+	"../apis/cache/v1beta1/scheduledbackup_types.go",
 	"../controllers/credentials/credential.go",
 }
 
 // eventCall matches the operator's event calls with a literal reason:
 // scope.did/failed/normal/warning("Reason", ...) and
-// Recorder.Eventf(obj, type, "Reason", ...).
-var eventCall = regexp.MustCompile(`\bs\.(?:did|failed|normal|warning)\("([A-Za-z]+)"|\.Eventf?\([^,]+, corev1\.EventType[A-Za-z]+, "([A-Za-z]+)"`)
+// Recorder.Eventf(obj, type, "Reason", ...), the type a corev1 constant or
+// a literal "Normal"/"Warning".
+var eventCall = regexp.MustCompile(`\bs\.(?:did|failed|normal|warning)\("([A-Za-z]+)"|\.Eventf?\([^,]+, corev1\.EventType[A-Za-z]+, "([A-Za-z]+)"|\.Eventf?\([^,]+, "(?:Normal|Warning)", "([A-Za-z]+)"`)
 
 // tableReasons is the first column of a row of one of the guide's tables
 // when it names reasons: "| `A` |" or "| `A` / `B` / `C` |".
@@ -66,7 +69,7 @@ func TestTroubleshootingNamesEveryReason(t *testing.T) {
 			return err
 		}
 		for _, m := range eventCall.FindAllStringSubmatch(string(src), -1) {
-			written[m[1]+m[2]] = path
+			written[m[1]+m[2]+m[3]] = path
 		}
 		return nil
 	})
