@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,7 +46,12 @@ func suiteStore(t testing.TB) *s3test.Server {
 			objectStore.err = fmt.Errorf("the plane's gateway: %w", err)
 			return
 		}
+		// StartAt ends a failed start with t.Fatal, which leaves the Once
+		// done: the error stays for every later caller instead of a nil
+		// server.
+		objectStore.err = errors.New("the suite's object store did not start (see the first scenario that used it)")
 		objectStore.srv = s3test.StartAt(suiteTB{t}, strings.TrimSpace(string(gw)))
+		objectStore.err = nil
 	})
 	if objectStore.err != nil {
 		t.Fatal(objectStore.err)

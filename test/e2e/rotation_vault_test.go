@@ -222,7 +222,7 @@ func checkKubernetesLogin(t *testing.T, vault *api.Client, ns string) {
 
 // startVault builds test/vaultserver's command into bin/ (unless
 // E2E_REUSE_BIN=1 and it is there) and runs it on a free port of
-// 127.0.0.1, its output in the plane's log directory. It returns a root
+// 127.0.0.1, its output in the plane's log directory (a file per test). It returns a root
 // client and a function that stops the server (also run when t ends).
 func startVault(t *testing.T) (*api.Client, func()) {
 	t.Helper()
@@ -232,8 +232,9 @@ func startVault(t *testing.T) (*api.Client, func()) {
 			t.Fatal(err)
 		}
 	}
-	logPath := filepath.Join(env.stateDir, "logs", "vaultserver.log")
-	// A fresh log: the address and root token are read from it.
+	// A log of this test's own (scenarios that start a Vault run side by
+	// side): the address and root token are read from it.
+	logPath := filepath.Join(env.stateDir, "logs", "vaultserver-"+strings.ReplaceAll(t.Name(), "/", "_")+".log")
 	if err := os.Remove(logPath); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}

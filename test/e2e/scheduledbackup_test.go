@@ -84,9 +84,12 @@ func TestScheduledBackup(t *testing.T) {
 	})
 	// Suspended, the schedule takes no more backups (retention still
 	// runs): the kept set stops moving once the last one finished.
+	// A merge patch of the one field: the controller writes the schedule's
+	// status as backups finish, so an Update from a read could conflict.
 	sb := get("every20s")
+	orig := sb.DeepCopy()
 	sb.Spec.Suspend = true
-	if err := env.k8s.Update(ctx, sb); err != nil {
+	if err := env.k8s.Patch(ctx, sb, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	var keptNames []string
