@@ -26,10 +26,15 @@ import (
 const suspendedRecheck = 5 * time.Minute
 
 // The scheduled backup controller's RBAC: its own kind and status; it
-// creates and deletes the RedisClusterBackups it owns.
+// creates and deletes the RedisClusterBackups it owns. Those carry its
+// controller reference with blockOwnerDeletion, which the
+// OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift,
+// for example) allows only to a client that may update the schedule's
+// finalizers.
 //
 // +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusterscheduledbackups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusterscheduledbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusterscheduledbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cache.redis.io,resources=redisclusterbackups,verbs=create;delete
 
 // ScheduledReconciler runs RedisClusterScheduledBackups: at each
