@@ -237,6 +237,9 @@ func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisC
 			return ctrl.Result{}, nil
 		}
 		r.Recorder.Eventf(b, "Warning", "AttemptFailed", "Attempt %d failed: %v", b.Status.Attempts, err)
+		// No attempt runs until the next pass starts one: Running would
+		// make that pass report this attempt as interrupted.
+		b.Status.Phase = cachev1beta1.BackupPending
 		r.setCondition(b, cachev1beta1.BackupCompleteCondition, metav1.ConditionFalse, cachev1beta1.BackupRunningReason,
 			fmt.Sprintf("Attempt %d failed, retrying: %v", b.Status.Attempts, err))
 		return ctrl.Result{RequeueAfter: retryPending}, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +67,8 @@ func startAPIServerConfig(t *testing.T) (client.Client, *rest.Config) {
 // with a Warning per shard read from its master and a manifest; a wrong
 // secret key leaves it Pending with ObjectStoreReady False AccessDenied; an
 // attempt recorded as Running (the operator died in it) starts again and
-// completes as attempt 2.
+// completes as attempt 2; an attempt the object store dies in fails
+// without a manifest and the next completes once the store is back.
 func TestReconcileBackup(t *testing.T) {
 	k8s := startAPIServer(t)
 	ctx := context.Background()
@@ -200,4 +202,80 @@ func TestReconcileBackup(t *testing.T) {
 	if !interrupted {
 		t.Fatal("no AttemptInterrupted event")
 	}
+
+	// The object store dies in the middle of an attempt: frozen as the
+	// attempt starts streaming (the Started event), then SIGKILLed. The
+	// attempt fails and the backup waits for the next (Pending, no
+	// manifest); while the store is down ObjectStoreReady is False
+	// Unreachable; once it is back the next attempt completes.
+	var killed sync.Once
+	r.Recorder = hookRecorder{EventRecorder: events, hook: func(reason string) {
+		if reason == "Started" {
+			killed.Do(func() {
+				srv.Freeze()
+				time.AfterFunc(2*time.Second, srv.Stop)
+			})
+		}
+	}}
+	b = run("store-killed", store("s3"), nil)
+	c = meta.FindStatusCondition(b.Status.Conditions, cachev1beta1.BackupCompleteCondition)
+	if b.Status.Phase != cachev1beta1.BackupPending || b.Status.Attempts != 1 || c == nil ||
+		c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Attempt 1 failed") {
+		t.Fatalf("store-killed after the kill: %+v", b.Status)
+	}
+	again := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again()
+	c = meta.FindStatusCondition(b.Status.Conditions, cachev1beta1.BackupObjectStoreReadyCondition)
+	if b.Status.Phase != cachev1beta1.BackupPending || b.Status.Attempts != 1 || c == nil ||
+		c.Status != metav1.ConditionFalse || c.Reason != cachev1beta1.BackupObjectStoreUnreachableReason {
+		t.Fatalf("store-killed while the store is down: %+v", b.Status)
+	}
+	srv.Restart(t)
+	if ok, err := s3.Exists(ctx, ManifestKey(b.Status.Path)); err != nil || ok {
+		t.Fatalf("a manifest for the attempt the store died in (%v, %v)", ok, err)
+	}
+	again()
+	if b.Status.Phase != cachev1beta1.BackupCompleted || b.Status.Attempts != 2 || len(b.Status.Shards) != 3 {
+		t.Fatalf("store-killed once the store is back: %+v", b.Status)
+	}
+	if m, err := ReadManifest(ctx, s3, b.Status.Path); err != nil || len(m.Shards) != 3 {
+		t.Fatalf("store-killed manifest: %+v, %v", m, err)
+	}
+	var failed int
+	for len(events.Events) > 0 {
+		switch e := <-events.Events; {
+		case strings.HasPrefix(e, "Warning AttemptFailed"):
+			failed++
+		case strings.HasPrefix(e, "Warning AttemptInterrupted"):
+			t.Errorf("an attempt that failed was reported as interrupted: %s", e)
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d AttemptFailed events, want 1", failed)
+	}
+}
+
+// hookRecorder passes every event on and calls hook with its reason
+// first: a test acts at the moment the controller reports a step.
+type hookRecorder struct {
+	record.EventRecorder
+	hook func(reason string)
+}
+
+func (h hookRecorder) Event(o runtime.Object, typ, reason, msg string) {
+	h.hook(reason)
+	h.EventRecorder.Event(o, typ, reason, msg)
+}
+
+func (h hookRecorder) Eventf(o runtime.Object, typ, reason, format string, args ...any) {
+	h.hook(reason)
+	h.EventRecorder.Eventf(o, typ, reason, format, args...)
 }

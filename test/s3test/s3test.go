@@ -39,8 +39,9 @@ type Server struct {
 	Endpoint string
 	// Dir holds the data and weed.log.
 	Dir  string
+	bin  string
 	cmd  *exec.Cmd
-	done chan struct{} // closed once the server exited
+	done chan struct{} // closed once the current process exited
 }
 
 var next atomic.Int32
@@ -101,15 +102,27 @@ func StartAt(t testing.TB, ip string) *Server {
 	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "weed.log"))
+	s := &Server{IP: ip, Endpoint: fmt.Sprintf("http://%s:%d", ip, S3Port), Dir: dir, bin: bin}
+	t.Cleanup(s.Stop)
+	s.launch(t)
+	return s
+}
+
+// launch starts weed mini on s's address and directory, appending to its
+// weed.log, and waits (up to 90 s) until its S3 gateway answers a signed
+// ListBuckets.
+func (s *Server) launch(t testing.TB) {
+	t.Helper()
+	data := filepath.Join(s.Dir, "data")
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "weed.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "mini", "-dir="+data, "-ip="+ip, "-ip.bind="+ip,
-		"-s3.config="+cfgFile, "-s3.port="+fmt.Sprint(S3Port), "-s3.iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+	cmd := exec.Command(s.bin, "mini", "-dir="+data, "-ip="+s.IP, "-ip.bind="+s.IP,
+		"-s3.config="+filepath.Join(s.Dir, "s3.json"), "-s3.port="+fmt.Sprint(S3Port), "-s3.iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-webdav=false", "-admin.ui=false", "-master.telemetry=false",
-		"-filer.localSocket="+filepath.Join(dir, "filer.sock"), "-s3.localSocket="+filepath.Join(dir, "s3.sock"))
+		"-filer.localSocket="+filepath.Join(s.Dir, "filer.sock"), "-s3.localSocket="+filepath.Join(s.Dir, "s3.sock"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Pdeathsig fires when the OS thread that forked the server ends, not
@@ -130,10 +143,9 @@ func StartAt(t testing.TB, ip string) *Server {
 		close(done)
 	}()
 	if err := <-started; err != nil {
-		t.Fatalf("s3test: starting %s: %v", bin, err)
+		t.Fatalf("s3test: starting %s: %v", s.bin, err)
 	}
-	s := &Server{IP: ip, Endpoint: fmt.Sprintf("http://%s:%d", ip, S3Port), Dir: dir, cmd: cmd, done: done}
-	t.Cleanup(s.Stop)
+	s.cmd, s.done = cmd, done
 	deadline := time.Now().Add(90 * time.Second)
 	c := s.Client(t)
 	for {
@@ -141,14 +153,29 @@ func StartAt(t testing.TB, ip string) *Server {
 		_, err := c.ListBuckets(ctx)
 		cancel()
 		if err == nil {
-			return s
+			return
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
-			t.Fatalf("s3test: weed mini on %s not answering after 90 s: %v\n%s", ip, err, tail(log, 4000))
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "weed.log"))
+			t.Fatalf("s3test: weed mini on %s not answering after 90 s: %v\n%s", s.IP, err, tail(log, 4000))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// Freeze stops every process of the server with SIGSTOP: connections stay
+// open and nothing answers, as with a hung store. Stop or Restart ends it.
+func (s *Server) Freeze() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP)
+}
+
+// Restart kills the server (SIGKILL, as a crash) if it still runs and
+// starts it again on the same address and directory: buckets and objects
+// written before are there again, as far as weed had stored them.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.launch(t)
 }
 
 // Client is a minio client signed with the server's identity.
@@ -173,6 +200,9 @@ func (s *Server) MakeBucket(t testing.TB, name string) {
 
 // Stop kills the server's process group and waits for it.
 func (s *Server) Stop() {
+	if s.cmd == nil {
+		return // never started
+	}
 	select {
 	case <-s.done:
 		return

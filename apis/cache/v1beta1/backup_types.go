@@ -24,8 +24,9 @@ type BackupPhase string
 
 // The phases of a RedisClusterBackup. Completed and Failed are final.
 const (
-	// BackupPending: not started yet (the cluster is not ready, or the
-	// object store cannot be reached yet).
+	// BackupPending: no attempt is running: none started yet (the cluster
+	// is not ready, or the object store cannot be reached yet), or the last
+	// one failed and the next waits (the Complete condition says why).
 	BackupPending BackupPhase = "Pending"
 	// BackupRunning: the shards' RDBs are being streamed to the object store.
 	BackupRunning BackupPhase = "Running"
