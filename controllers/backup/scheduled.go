@@ -25,6 +25,10 @@ import (
 // future time) is looked at again, for retention by age.
 const suspendedRecheck = 5 * time.Minute
 
+// retentionRetry is how soon a retention that failed (an expired backup
+// whose objects could not be deleted) is tried again.
+const retentionRetry = 30 * time.Second
+
 // The scheduled backup controller's RBAC: its own kind and status; it
 // creates and deletes the RedisClusterBackups it owns. Those carry its
 // controller reference with blockOwnerDeletion, which the
@@ -108,7 +112,16 @@ func (r *ScheduledReconciler) reconcile(ctx context.Context, sb *cachev1beta1.Re
 		return ctrl.Result{}, err
 	}
 	r.observe(sb, backups)
+	// A failed retention is told by RetentionApplied and an event, and is
+	// tried again after retentionRetry rather than with the error backoff:
+	// an object store that is down comes back no sooner for being asked.
 	retErr := r.retain(ctx, sb, backups, now)
+	finish := func(res ctrl.Result) (ctrl.Result, error) {
+		if retErr != nil && (res.RequeueAfter == 0 || res.RequeueAfter > retentionRetry) {
+			res.RequeueAfter = retentionRetry
+		}
+		return res, nil
+	}
 
 	sched, err := schedule.Parse(sb.Spec.Schedule)
 	if err != nil {
@@ -116,13 +129,13 @@ func (r *ScheduledReconciler) reconcile(ctx context.Context, sb *cachev1beta1.Re
 		r.setCondition(sb, cachev1beta1.ScheduledBackupScheduleValidCondition, metav1.ConditionFalse,
 			cachev1beta1.ScheduledBackupInvalidScheduleReason, err.Error())
 		// A new spec starts a pass; nothing else can make it parse.
-		return ctrl.Result{}, retErr
+		return finish(ctrl.Result{})
 	}
 	r.setCondition(sb, cachev1beta1.ScheduledBackupScheduleValidCondition, metav1.ConditionTrue,
 		cachev1beta1.ScheduledBackupValidReason, "Schedule "+sb.Spec.Schedule+" parses")
 	if sb.Spec.Suspend {
 		sb.Status.NextScheduleTime = nil
-		return ctrl.Result{RequeueAfter: suspendedRecheck}, retErr
+		return finish(ctrl.Result{RequeueAfter: suspendedRecheck})
 	}
 
 	last := sb.CreationTimestamp.Time
@@ -146,17 +159,17 @@ func (r *ScheduledReconciler) reconcile(ctx context.Context, sb *cachev1beta1.Re
 	case !d.Run.IsZero():
 		name, err := r.create(ctx, sb, d.Run)
 		if err != nil {
-			return ctrl.Result{}, errors.Join(retErr, err)
+			return ctrl.Result{}, err
 		}
 		sb.Status.LastScheduleTime = &metav1.Time{Time: d.Run}
 		sb.Status.Active = name
 	}
 	if d.Next.IsZero() {
 		sb.Status.NextScheduleTime = nil
-		return ctrl.Result{RequeueAfter: suspendedRecheck}, retErr
+		return finish(ctrl.Result{RequeueAfter: suspendedRecheck})
 	}
 	sb.Status.NextScheduleTime = &metav1.Time{Time: d.Next}
-	return ctrl.Result{RequeueAfter: max(d.Next.Sub(now), 0) + 100*time.Millisecond}, retErr
+	return finish(ctrl.Result{RequeueAfter: max(d.Next.Sub(now), 0) + 100*time.Millisecond})
 }
 
 // BackupName is the name of the backup a schedule takes at its scheduled

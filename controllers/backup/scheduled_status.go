@@ -117,9 +117,13 @@ func (r *ScheduledReconciler) retain(ctx context.Context, sb *cachev1beta1.Redis
 		deleted++
 	}
 	if err := errors.Join(errs...); err != nil {
+		// One event when retention starts failing, not one per retry.
+		if c := meta.FindStatusCondition(sb.Status.Conditions, cachev1beta1.ScheduledBackupRetentionAppliedCondition); c == nil ||
+			c.Reason != cachev1beta1.ScheduledBackupDeleteFailedReason {
+			r.Recorder.Eventf(sb, "Warning", "RetentionFailed", "Deleting expired backups: %v", err)
+		}
 		r.setCondition(sb, cachev1beta1.ScheduledBackupRetentionAppliedCondition, metav1.ConditionFalse,
 			cachev1beta1.ScheduledBackupDeleteFailedReason, err.Error())
-		r.Recorder.Eventf(sb, "Warning", "RetentionFailed", "Deleting expired backups: %v", err)
 		return err
 	}
 	msg := fmt.Sprintf("Keeping the last %d Completed backups", policy.KeepLast)

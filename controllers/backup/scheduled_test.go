@@ -26,7 +26,8 @@ import (
 // objects in the store): a backup per scheduled time, none while the
 // previous one is Pending, a time past the starting deadline skipped,
 // retention keeping the last 2 Completed backups and deleting the others'
-// objects, and the newest backup's ObjectStoreReady mirrored.
+// objects (and, while the store is down, keeping them with RetentionApplied
+// False DeleteFailed), and the newest backup's ObjectStoreReady mirrored.
 func TestScheduledBackup(t *testing.T) {
 	k8s := startAPIServer(t)
 	ctx := context.Background()
@@ -194,6 +195,27 @@ func TestScheduledBackup(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ScheduledBackupObjectStoreReadyCondition)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != cachev1beta1.BackupAccessDeniedReason || !strings.Contains(c.Message, b.Name) {
 		t.Fatalf("ObjectStoreReady: %+v", c)
+	}
+
+	// Retention while the store is down: the expired backup (three
+	// Completed, keepLast 2) is kept, RetentionApplied is False
+	// DeleteFailed with a RetentionFailed event; once the store is back
+	// the next pass deletes it.
+	drain("")
+	complete(b.Name)
+	before = backups()
+	srv.Stop()
+	got = pass()
+	c = meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ScheduledBackupRetentionAppliedCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != cachev1beta1.ScheduledBackupDeleteFailedReason ||
+		!slices.Equal(backups(), before) || drain("Warning RetentionFailed") != 1 {
+		t.Fatalf("retention with the store down: RetentionApplied %+v, backups %v (before %v)", c, backups(), before)
+	}
+	srv.Restart(t)
+	got = pass()
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, cachev1beta1.ScheduledBackupRetentionAppliedCondition) ||
+		len(backups()) != 2 || drain("Normal Deleted") != 1 {
+		t.Fatalf("retention once the store is back: %+v, backups %v", got.Status.Conditions, backups())
 	}
 
 	// A schedule the pattern lets through but cron refuses.
