@@ -74,6 +74,7 @@ func BenchmarkBackupRestore(b *testing.B) {
 			"writer p99 %.2f ms without a backup (%d SETs), %.2f ms during it (%d SETs)\n",
 			benchBackupKeys, mb, mb/took.Seconds(), took.Seconds(), mb/restoreTook.Seconds(), restoreTook.Seconds(),
 			ms(idle.p99), idle.n, ms(during.p99), during.n)
+		appendRows(b, backupRows(mb, took, restoreTook, idle, during)...)
 		b.StopTimer()
 		restored.obs.stop()
 		restored.destroy()

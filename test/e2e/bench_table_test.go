@@ -59,3 +59,16 @@ func manyClustersRows(rows []benchRow, scale scaleResult) []benchtable.Row {
 	}
 	return out
 }
+
+// backupRows are BenchmarkBackupRestore's rows: backup and restore throughput of a 3×1
+// cluster's RDBs (mb megabytes), and a writer's p99 during the backup against the same
+// writer without one (the anchor: issue 18 asks for a bounded effect on serving nodes).
+func backupRows(mb float64, backup, restore time.Duration, idle, during latencies) []benchtable.Row {
+	at := fmt.Sprintf("backup 3×1, %.0f MB of RDB, SeaweedFS: ", mb)
+	return []benchtable.Row{
+		{Measure: at + "backup MB/s (start→manifest)", Ours: fmt.Sprintf("%.1f MB/s", mb/backup.Seconds())},
+		{Measure: at + "restore MB/s (apply→Ready)", Ours: fmt.Sprintf("%.1f MB/s", mb/restore.Seconds())},
+		{Measure: at + "writer p99 during backup vs without", Ours: fmt.Sprintf("%.2f ms", ms(during.p99)),
+			Anchor: fmt.Sprintf("%.2f ms", ms(idle.p99)), Ratio: benchtable.Ratio(ms(during.p99), ms(idle.p99))},
+	}
+}
