@@ -14,7 +14,19 @@
 # when its stamp in bin/.versions/ (module version plus a hash of the module's go.mod,
 # go.sum and build flags) differs, so a second run is a no-op. The script writes only
 # under bin/. Caller's GOFLAGS (for example -buildvcs=false) are kept.
+#
+# Usage: build-tools.sh [NAME...]: with names (kube-apiserver, kubectl, weed,
+# ...) only those are built; without, all of them (make tools).
 set -euo pipefail
+
+wanted=("$@")
+# want NAME succeeds when NAME is to be built: named, or no names given.
+want() {
+  ((${#wanted[@]} == 0)) && return 0
+  local w
+  for w in "${wanted[@]}"; do [[ "$w" == "$1" ]] && return 0; done
+  return 1
+}
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${root}/bin"
@@ -87,7 +99,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 kube_stamp="$(stamp "${kube_dir}" k8s.io/kubernetes "${kube_version}" "${kube_ldflags}")"
 for name in kube-apiserver kube-controller-manager kube-proxy kube-scheduler; do
-  if up_to_date "${name}" "${kube_stamp}"; then
+  if ! want "${name}"; then
+    continue
+  elif up_to_date "${name}" "${kube_stamp}"; then
     echo "build-tools: bin/${name} is up to date (k8s.io/kubernetes ${kube_version})"
   else
     build "${kube_dir}" "${kube_stamp}" "${kube_ldflags}" "${name}" "k8s.io/kubernetes/cmd/${name}"
@@ -98,7 +112,9 @@ done
 # module (hack/tools/kubectl) so that its dependencies do not change the servers' stamp.
 kubectl_dir="${tools}/kubectl"
 kubectl_stamp="$(stamp "${kubectl_dir}" k8s.io/kubernetes "$(module_version "${kubectl_dir}" k8s.io/kubernetes)" "${kube_ldflags}")"
-if up_to_date kubectl "${kubectl_stamp}"; then
+if ! want kubectl; then
+  :
+elif up_to_date kubectl "${kubectl_stamp}"; then
   echo "build-tools: bin/kubectl is up to date (k8s.io/kubernetes ${kube_version})"
 else
   build "${kubectl_dir}" "${kubectl_stamp}" "${kube_ldflags}" kubectl k8s.io/kubernetes/cmd/kubectl
@@ -110,6 +126,7 @@ fi
 module_tool() {
   local name="$1" dir="$2" module="$3" pkg="$4"
   shift 4
+  want "${name}" || return 0
   local version line
   version="$(module_version "${dir}" "${module}")"
   line="$(stamp "${dir}" "${module}" "${version}" "-s -w" "$@")"

@@ -79,7 +79,8 @@ rcl_gone() { ! kubectl -n redis get rcl demo >/dev/null 2>&1; }
 gitops_demo() {
   DEMO_DIR=${LOCALPLANE_STATE_DIR:-$ROOT/.localplane/gitops}
   local dir=$DEMO_DIR started=$SECONDS
-  setup
+  # Argo CD's binary and the kustomize its repo-server runs, beside the plane's.
+  SETUP_EXTRA_TOOLS="kustomize argocd" setup
   if [ -f "$dir/localplane.pid" ]; then "$BIN/localplane" down --state-dir "$dir"; fi
   rm -rf "$dir"
   mkdir -p "$dir"
