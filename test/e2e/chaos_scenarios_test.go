@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
 // lossFor is the product design's chaos test: one master's pod loses
@@ -38,13 +41,7 @@ func TestChaos(t *testing.T) {
 	// still reach it; it takes writes no replica confirms).
 	t.Run("master-partitioned", func(t *testing.T) {
 		testMasterFault(t, "master-partitioned", func(t *testing.T, c *cluster, M string) *fault {
-			var others []string
-			for _, p := range c.pods() {
-				if p.Status.PodIP != M {
-					others = append(others, p.Status.PodIP)
-				}
-			}
-			return partition(t, []string{M}, others, directionBoth, lossFor)
+			return partition(t, []string{M}, c.podIPsBut(M), directionBoth, lossFor)
 		})
 	})
 	// PodChaos freeze: every process of the master's pod stopped.
@@ -53,9 +50,101 @@ func TestChaos(t *testing.T) {
 			return freezePod(t, M, lossFor)
 		})
 	})
+	// NetworkChaos partition, one way: what the master sends to every
+	// other Redis pod is dropped, what they send it arrives. The others
+	// stop hearing it and fail it over; it hears them, but cannot follow
+	// its new master until the partition ends.
+	t.Run("master-one-way-partition", func(t *testing.T) {
+		testMasterFault(t, "master-one-way-partition", func(t *testing.T, c *cluster, M string) *fault {
+			return partition(t, []string{M}, c.podIPsBut(M), directionTo, lossFor)
+		})
+	})
+	t.Run("master-delayed", testMasterDelayed)
 	t.Run("replica-killed", testReplicaKilled)
 	t.Run("node-lost", testNodeLost)
 	t.Run("drain-every-node", testDrainEveryNode)
+}
+
+// slowNetwork is the delay of master-delayed: far above a LAN's round
+// trip, far below the node timeout.
+const slowNetwork = 200 * time.Millisecond
+
+// testMasterDelayed: NetworkChaos delay, every packet shard 0's master
+// sends held slowNetwork, for lossFor, under WAIT-1 writes. A slow network
+// is not a dead node: pass when no failover happens (its replica never
+// becomes master, the master is the same after), writes go on being
+// acknowledged during the delay, 0 acknowledged writes are lost and the
+// cluster is settled with the same master.
+func testMasterDelayed(t *testing.T) {
+	const name = "chaos/master-delayed"
+	c, rc, w := underWrites(t, name, "chaos-delay")
+	pw := c.password()
+	master, replica := masterOf(rc, 0), rc.Status.Shards[0].ReplicaPods[0]
+	M, R := c.pod(master).Status.PodIP, c.pod(replica).Status.PodIP
+	start := time.Now()
+	f := delayPod(t, M, slowNetwork, lossFor)
+	// Writes go on being acknowledged while the master is slow.
+	w.waitWrites(20, lossFor)
+	promoted := watchPromotion(c.nodeClient(R, pw), start.Add(lossFor))
+	f.wait()
+	if !promoted.IsZero() {
+		t.Errorf("%s was promoted while master %s was only %s slow", replica, master, slowNetwork)
+	}
+	rc = c.waitSettled(4 * time.Minute)
+	w.waitWrites(200, time.Minute)
+	r := w.result()
+	lost, wrong := w.readBack(c.clusterClient(), r.Acked)
+	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; no failover during %s of %s delay; settled %.0fs after it began\n",
+		name, len(r.Acked), len(lost)+len(wrong), lossFor, slowNetwork, time.Since(start).Seconds())
+	if len(lost)+len(wrong) > 0 {
+		t.Errorf("%s; %d acknowledged writes lost (first %s), %d with another value", r, len(lost), first(lost), len(wrong))
+	}
+	if got := masterOf(rc, 0); got != master {
+		t.Errorf("shard 0: master %s after a slow network, want %s still", got, master)
+	}
+	ids := c.checkConverged(rc)
+	c.checkStatusShards(rc, ids)
+}
+
+// underWrites starts scenario name with a converged 3×1 cluster called
+// clusterName and a WAIT-1 writer on it that has had 200 writes
+// acknowledged.
+func underWrites(t *testing.T, name, clusterName string) (*cluster, *cachev1beta1.RedisCluster, *writer) {
+	t.Helper()
+	scenario(t, name)
+	c := newCluster(t, clusterName, nil)
+	rc := c.waitReady(5 * time.Minute)
+	c.checkConverged(rc)
+	w := startWriter(t, c.clusterClient(), clusterName, writerOptions{Wait: true})
+	w.waitWrites(200, time.Minute)
+	return c, rc, w
+}
+
+// watchPromotion polls the replica behind replica (ROLE, every 200 ms)
+// until it reports master or until is reached, and returns when it first
+// did (zero if it did not).
+func watchPromotion(replica *redis.Client, until time.Time) time.Time {
+	for time.Now().Before(until) {
+		ctx, cancel := redisCtx()
+		r, err := role(ctx, replica)
+		cancel()
+		if err == nil && r == "master" {
+			return time.Now()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return time.Time{}
+}
+
+// podIPsBut lists the IPs of the cluster's pods other than ip.
+func (c *cluster) podIPsBut(ip string) []string {
+	var out []string
+	for _, p := range c.pods() {
+		if p.Status.PodIP != ip {
+			out = append(out, p.Status.PodIP)
+		}
+	}
+	return out
 }
 
 // testReplicaKilled: PodChaos container-kill of shard 1's replica (SIGKILL
@@ -101,28 +190,13 @@ func testReplicaKilled(t *testing.T) {
 // cluster is Ready again.
 func testMasterFault(t *testing.T, fault string, inject func(t *testing.T, c *cluster, M string) *fault) {
 	name := "chaos/" + fault
-	scenario(t, name)
-	c := newCluster(t, "chaos-"+fault, nil)
-	rc := c.waitReady(5 * time.Minute)
-	c.checkConverged(rc)
+	c, rc, w := underWrites(t, name, "chaos-"+fault)
 	pw := c.password()
 	master, replica := masterOf(rc, 0), rc.Status.Shards[0].ReplicaPods[0]
 	M, R := c.pod(master).Status.PodIP, c.pod(replica).Status.PodIP
-
-	w := startWriter(t, c.clusterClient(), "chaos-"+fault, writerOptions{Wait: true})
-	w.waitWrites(200, time.Minute)
 	start := time.Now()
 	f := inject(t, c, M)
-	var promoted time.Time
-	replicaClient := c.nodeClient(R, pw)
-	for promoted.IsZero() && time.Since(start) < lossFor {
-		ctx, cancel := redisCtx()
-		if r, err := role(ctx, replicaClient); err == nil && r == "master" {
-			promoted = time.Now()
-		}
-		cancel()
-		time.Sleep(200 * time.Millisecond)
-	}
+	promoted := watchPromotion(c.nodeClient(R, pw), start.Add(lossFor))
 	f.wait()
 	healed := time.Now()
 	if promoted.IsZero() {

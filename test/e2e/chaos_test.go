@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,9 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis-operator/redis-operator/test/chaos/nfqdelay"
 )
 
 // Chaos in the manner of chaos-mesh's NetworkChaos (partition, loss) and
@@ -22,9 +26,9 @@ import (
 // at the latest when the test ends (t.Cleanup), failed or not. Faults act
 // on the plane's pod network (a network namespace per pod, traffic between
 // pods crossing the host's FORWARD chain; test/localplane README), so they
-// need it: pod IPs outside loopback. Delay is not offered: it needs tc's
-// netem qdisc, which this machine's kernel lacks ("Specified qdisc kind is
-// unknown").
+// need it: pod IPs outside loopback. Delay (netem's, which this kernel's tc
+// lacks: "Specified qdisc kind is unknown") is made with NFQUEUE and a
+// user-space delayer instead (test/chaos/nfqdelay).
 
 // fault is one injected fault; stop undoes it once, however often called.
 type fault struct {
@@ -122,6 +126,37 @@ func packetLoss(t testing.TB, ip string, percent int, d time.Duration) *fault {
 			return nil // the pod and its namespace are gone, and the rule with them
 		}
 		return err
+	})
+}
+
+// delayQueues numbers the netfilter queues of delayPod (one per fault; a
+// queue is per network namespace, so the numbers only need to differ
+// within one pod).
+var delayQueues atomic.Uint32
+
+// delayPod holds every packet the pod at ip sends on its eth0 for delay
+// (an NFQUEUE rule in the pod's network namespace, served by an
+// nfqdelay.Delayer), for d: NetworkChaos's delay on the pod's egress. Its
+// peers, the operator and the node's probes all see its answers late; the
+// order of packets is kept. Undone: the rule is deleted, then the delayer
+// stopped (--queue-bypass lets packets pass while neither holds).
+func delayPod(t testing.TB, ip string, delay, d time.Duration) *fault {
+	t.Helper()
+	requirePodNetwork(t, ip)
+	ns := podNetns(t, ip)
+	queue := uint16(1000 + delayQueues.Add(1))
+	delayer, err := nfqdelay.Start("/var/run/netns/"+ns, queue, delay)
+	if err != nil {
+		t.Fatalf("delaying %s: %v", ip, err)
+	}
+	rule := []string{"OUTPUT", "-o", "eth0", "-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(queue)), "--queue-bypass"}
+	iptables(t, ns, append([]string{"-I"}, rule...)...)
+	return inject(t, fmt.Sprintf("%s delay from %s", delay, ip), d, func() error {
+		err := deleteRules(ns, [][]string{rule})
+		if err != nil && !netnsExists(ns) {
+			err = nil // the pod and its namespace are gone, and the rule with them
+		}
+		return errors.Join(err, delayer.Stop())
 	})
 }
 
