@@ -185,8 +185,9 @@ demo() {
     die "the RedisCluster did not become Ready"
   fi
 
-  say "kubectl get redisclusters -o wide (the node of each shard's master)"
-  kubectl get redisclusters -o wide
+  say "kubectl get redisclusters, and where each shard's pods run (status.shards)"
+  kubectl get redisclusters
+  kubectl get rediscluster example -o jsonpath='{range .status.shards[*]}{.name}: master {.masterPod} on {.masterNode}, replicas {.replicaPods} on {.replicaNodes}{"\n"}{end}'
   kubectl get pods -o wide
   local ip
   ip=$(first_pod_ip)

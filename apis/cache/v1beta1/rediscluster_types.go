@@ -655,7 +655,6 @@ type MigrationStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready Redis pods"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health.status`
-// +kubebuilder:printcolumn:name="Master nodes",type=string,JSONPath=`.status.shards[*].masterNode`,priority=1,description="Node of each shard's master, in shard order"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisCluster struct {
 	metav1.TypeMeta   `json:",inline"`
