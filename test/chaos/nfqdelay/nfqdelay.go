@@ -231,7 +231,11 @@ func (d *Delayer) read() {
 				continue
 			}
 			if id, ok := packetID(m.Data[4:]); ok {
-				d.held <- heldPacket{id: id, due: now.Add(d.delay)}
+				select {
+				case d.held <- heldPacket{id: id, due: now.Add(d.delay)}:
+				case <-d.done:
+					return // release may have returned with held full
+				}
 			}
 		}
 	}
