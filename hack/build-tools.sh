@@ -20,6 +20,10 @@
 set -euo pipefail
 
 wanted=("$@")
+known=" etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubectl weed kustomize argocd vaultserver "
+for w in "${wanted[@]}"; do
+  [[ "${known}" == *" ${w} "* ]] || { echo "build-tools: no tool named ${w} (known:${known})" >&2; exit 2; }
+done
 # want NAME succeeds when NAME is to be built: named, or no names given.
 want() {
   ((${#wanted[@]} == 0)) && return 0
