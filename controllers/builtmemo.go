@@ -11,9 +11,10 @@ import (
 )
 
 // builtStatefulSets remembers, per cluster, the StatefulSets the builder
-// made from one resourceVersion of the RedisCluster. resources.StatefulSet
-// is a pure function of the RedisCluster (its metadata and spec, never its
-// status), and every change of those gives a new resourceVersion, so an
+// made from one resourceVersion of the RedisCluster and one
+// resources.Placement. resources.StatefulSet is a pure function of the
+// RedisCluster (its metadata and spec, never its status) and the placement,
+// and every change of those gives a new resourceVersion, so an
 // idle cluster's passes reuse one build per shard instead of encoding each
 // pod template to JSON three times (TemplateHash for the template, the
 // applied hash of the whole StatefulSet, TemplateHash again for the pods).
@@ -25,22 +26,23 @@ type builtStatefulSets struct {
 
 type builtShards struct {
 	resourceVersion string
+	placement       resources.Placement
 	shards          map[int]*appsv1.StatefulSet
 }
 
-// get returns a copy of resources.StatefulSet(rc, shard), built once per
-// resourceVersion of rc (each call when rc has none, as an object never
-// written has).
-func (m *builtStatefulSets) get(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
+// get returns a copy of resources.StatefulSet(rc, shard, p), built once per
+// resourceVersion of rc and placement (each call when rc has none, as an
+// object never written has).
+func (m *builtStatefulSets) get(rc *cachev1beta1.RedisCluster, shard int, p resources.Placement) *appsv1.StatefulSet {
 	if rc.ResourceVersion == "" {
-		return resources.StatefulSet(rc, shard)
+		return resources.StatefulSet(rc, shard, p)
 	}
 	key := client.ObjectKeyFromObject(rc)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.last[key]
-	if !ok || b.resourceVersion != rc.ResourceVersion {
-		b = builtShards{resourceVersion: rc.ResourceVersion, shards: map[int]*appsv1.StatefulSet{}}
+	if !ok || b.resourceVersion != rc.ResourceVersion || b.placement != p {
+		b = builtShards{resourceVersion: rc.ResourceVersion, placement: p, shards: map[int]*appsv1.StatefulSet{}}
 		if m.last == nil {
 			m.last = map[client.ObjectKey]builtShards{}
 		}
@@ -48,21 +50,21 @@ func (m *builtStatefulSets) get(rc *cachev1beta1.RedisCluster, shard int) *appsv
 	}
 	sts, ok := b.shards[shard]
 	if !ok {
-		sts = resources.StatefulSet(rc, shard)
+		sts = resources.StatefulSet(rc, shard, p)
 		b.shards[shard] = sts
 	}
 	return sts.DeepCopy()
 }
 
-// templateHash is resources.TemplateHash(rc, shard), read from the
+// templateHash is resources.TemplateHash(rc, shard, p), read from the
 // remembered build.
-func (m *builtStatefulSets) templateHash(rc *cachev1beta1.RedisCluster, shard int) string {
+func (m *builtStatefulSets) templateHash(rc *cachev1beta1.RedisCluster, shard int, p resources.Placement) string {
 	if rc.ResourceVersion == "" {
-		return resources.TemplateHash(rc, shard)
+		return resources.TemplateHash(rc, shard, p)
 	}
 	key := client.ObjectKeyFromObject(rc)
 	m.mu.Lock()
-	if b, ok := m.last[key]; ok && b.resourceVersion == rc.ResourceVersion {
+	if b, ok := m.last[key]; ok && b.resourceVersion == rc.ResourceVersion && b.placement == p {
 		if sts, ok := b.shards[shard]; ok {
 			h := sts.Spec.Template.Annotations[resources.TemplateHashAnnotation]
 			m.mu.Unlock()
@@ -70,7 +72,7 @@ func (m *builtStatefulSets) templateHash(rc *cachev1beta1.RedisCluster, shard in
 		}
 	}
 	m.mu.Unlock()
-	return m.get(rc, shard).Spec.Template.Annotations[resources.TemplateHashAnnotation]
+	return m.get(rc, shard, p).Spec.Template.Annotations[resources.TemplateHashAnnotation]
 }
 
 func (m *builtStatefulSets) forget(key client.ObjectKey) {

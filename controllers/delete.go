@@ -38,6 +38,7 @@ func (r *RedisClusterReconciler) reconcileDelete(ctx context.Context, rc *cachev
 	r.agreed.forget(client.ObjectKeyFromObject(rc))
 	r.healthy.forget(client.ObjectKeyFromObject(rc))
 	r.built.forget(client.ObjectKeyFromObject(rc))
+	r.nodes.forget(client.ObjectKeyFromObject(rc))
 	if !controllerutil.ContainsFinalizer(rc, cachev1beta1.Finalizer) {
 		return ctrl.Result{}, nil
 	}

@@ -146,6 +146,8 @@ type RedisClusterReconciler struct {
 	creds credentialCache
 	// zones remembers the zones of the nodes pods run on (zones.go).
 	zones zoneCache
+	// nodes decides each cluster's placement from the nodes (nodes.go).
+	nodes nodeCache
 
 	metrics *clusterMetrics
 }
@@ -246,6 +248,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.agreed.forget(req.NamespacedName)
 			r.healthy.forget(req.NamespacedName)
 			r.built.forget(req.NamespacedName)
+			r.nodes.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

@@ -50,6 +50,10 @@ type scope struct {
 	// is where its shards fetch their RDB (reconcileRestore).
 	restore *resources.Restore
 
+	// placement is what the builders need to know of the nodes
+	// (nodes.go), read before the StatefulSets are applied.
+	placement resources.Placement
+
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet
 	// shards are the desired and leaving shards with their pods.

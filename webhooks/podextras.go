@@ -112,7 +112,7 @@ func validatePodExtras(spec *cachev1beta1.RedisClusterSpec, p *field.Path, r *re
 		return
 	}
 	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "validate"}, Spec: *spec.DeepCopy()}
-	tpl := resources.StatefulSet(rc, 0).Spec.Template
+	tpl := resources.StatefulSet(rc, 0, resources.Placement{}).Spec.Template
 	lv := psapi.LevelVersion{Level: psapi.LevelRestricted, Version: psapi.LatestVersion()}
 	if res := policy.AggregateCheckResults(restrictedEvaluator.EvaluatePod(lv, &tpl.ObjectMeta, &tpl.Spec)); !res.Allowed {
 		r.add(field.Forbidden(p, fmt.Sprintf("the Redis pod would not meet Pod Security \"restricted\": %s", res.ForbiddenDetail())))

@@ -33,7 +33,7 @@ func TestPodExtras(t *testing.T) {
 		rc.Spec.Pod.Volumes = []corev1.Volume{{Name: "modules", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		rc.Spec.Pod.VolumeMounts = []corev1.VolumeMount{{Name: "modules", MountPath: "/modules", ReadOnly: true}}
 	})
-	spec := StatefulSet(rc, 0).Spec.Template.Spec
+	spec := StatefulSet(rc, 0, Placement{}).Spec.Template.Spec
 	if got, want := containerNames(spec.Containers), []string{"redis", "redis-exporter", "log-shipper", "own-sc"}; !slices.Equal(got, want) {
 		t.Errorf("containers %v, want %v", got, want)
 	}
@@ -82,7 +82,7 @@ func TestSecurityContextOverrides(t *testing.T) {
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}},
 		}
 	})
-	tpl := StatefulSet(rc, 1).Spec.Template
+	tpl := StatefulSet(rc, 1, Placement{}).Spec.Template
 	psc := tpl.Spec.SecurityContext
 	if *psc.RunAsUser != 1000 || *psc.FSGroup != 2000 || *psc.RunAsGroup != 999 || !*psc.RunAsNonRoot ||
 		psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || !slices.Equal(psc.SupplementalGroups, []int64{3000}) {
@@ -98,7 +98,7 @@ func TestSecurityContextOverrides(t *testing.T) {
 		t.Errorf("restricted forbids the overridden pod: %s: %s", res.ForbiddenReason(), res.ForbiddenDetail())
 	}
 	// Without overrides the security contexts are exactly the defaults.
-	plain := StatefulSet(cluster(), 1).Spec.Template.Spec
+	plain := StatefulSet(cluster(), 1, Placement{}).Spec.Template.Spec
 	if *plain.SecurityContext.RunAsUser != redisUID || plain.Containers[0].SecurityContext.Capabilities.Add != nil {
 		t.Errorf("defaults changed: %+v %+v", plain.SecurityContext, plain.Containers[0].SecurityContext)
 	}
@@ -117,7 +117,7 @@ func TestPlacementReachesEveryPod(t *testing.T) {
 		rc.Spec.Pod.NodeSelector = map[string]string{"pool": "redis"}
 	})
 	for shard := range int(rc.Spec.Shards) {
-		spec := StatefulSet(rc, shard).Spec.Template.Spec
+		spec := StatefulSet(rc, shard, Placement{}).Spec.Template.Spec
 		if spec.PriorityClassName != "redis-critical" || !slices.Equal(spec.Tolerations, tol) || spec.NodeSelector["pool"] != "redis" {
 			t.Errorf("shard %d: priority %q, tolerations %+v, node selector %v", shard, spec.PriorityClassName, spec.Tolerations, spec.NodeSelector)
 		}
@@ -182,7 +182,7 @@ func TestExternalAccess(t *testing.T) {
 		t.Errorf("announce ConfigMap data %v", cm.Data)
 	}
 
-	tpl := StatefulSet(rc, 0).Spec.Template.Spec
+	tpl := StatefulSet(rc, 0, Placement{}).Spec.Template.Spec
 	script := tpl.Containers[0].Command[2]
 	if !strings.Contains(script, `--cluster-announce-hostname "$announce"`) || !strings.Contains(script, AnnounceDir+`/"$POD_NAME"`) {
 		t.Errorf("start script does not announce the hostname:\n%s", script)
@@ -197,7 +197,7 @@ func TestExternalAccess(t *testing.T) {
 	}
 	// Without external access nothing of it is in the pod or the config.
 	off := cluster()
-	if s := StatefulSet(off, 0).Spec.Template.Spec.Containers[0].Command[2]; strings.Contains(s, "announce=") ||
+	if s := StatefulSet(off, 0, Placement{}).Spec.Template.Spec.Containers[0].Command[2]; strings.Contains(s, "announce=") ||
 		strings.Contains(RenderConfig(off), "preferred-endpoint") {
 		t.Error("announce pieces without spec.externalAccess")
 	}

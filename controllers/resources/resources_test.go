@@ -87,7 +87,7 @@ func TestStatefulSetShape(t *testing.T) {
 		rc.Spec.Pod.Labels = map[string]string{"team": "payments", LabelShard: "spoofed"}
 		rc.Spec.Pod.Annotations = map[string]string{"example.com/a": "b"}
 	})
-	sts := StatefulSet(rc, 1)
+	sts := StatefulSet(rc, 1, Placement{})
 
 	if sts.Name != "cache-shard-1" || sts.Namespace != "prod" {
 		t.Errorf("name %s/%s", sts.Namespace, sts.Name)
@@ -121,7 +121,7 @@ func TestStatefulSetShape(t *testing.T) {
 		t.Errorf("template labels %v", tl)
 	}
 	ta := sts.Spec.Template.Annotations
-	if ta["example.com/a"] != "b" || ta[TemplateHashAnnotation] != TemplateHash(rc, 1) {
+	if ta["example.com/a"] != "b" || ta[TemplateHashAnnotation] != TemplateHash(rc, 1, Placement{}) {
 		t.Errorf("template annotations %v", ta)
 	}
 	if sts.Annotations[AppliedHashAnnotation] == "" {
@@ -182,7 +182,7 @@ func TestStatefulSetExporterAndAffinity(t *testing.T) {
 		rc.Spec.Exporter.Enabled = true
 		rc.Spec.Pod.Affinity = custom
 	})
-	pod := StatefulSet(rc, 0).Spec.Template.Spec
+	pod := StatefulSet(rc, 0, Placement{}).Spec.Template.Spec
 	if len(pod.Containers) != 2 || pod.Containers[1].Name != ExporterContainerName || pod.Containers[1].Image != "oliver006/redis_exporter:v1.67.0" {
 		t.Fatalf("containers %+v", pod.Containers)
 	}
@@ -217,7 +217,7 @@ func TestPodSecurityRestricted(t *testing.T) {
 	}
 	for _, exporter := range []bool{false, true} {
 		rc := cluster(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Exporter.Enabled = exporter })
-		tpl := StatefulSet(rc, 0).Spec.Template
+		tpl := StatefulSet(rc, 0, Placement{}).Spec.Template
 		res := policy.AggregateCheckResults(eval.EvaluatePod(lv, &tpl.ObjectMeta, &tpl.Spec))
 		if !res.Allowed {
 			t.Errorf("exporter=%v: restricted forbids the pod: %s: %s", exporter, res.ForbiddenReason(), res.ForbiddenDetail())
@@ -234,7 +234,7 @@ func TestPodSecurityRestricted(t *testing.T) {
 }
 
 func TestTemplateHash(t *testing.T) {
-	base := TemplateHash(cluster(), 0)
+	base := TemplateHash(cluster(), 0, Placement{})
 	for _, tc := range []struct {
 		name    string
 		mutate  func(*cachev1beta1.RedisCluster)
@@ -261,7 +261,7 @@ func TestTemplateHash(t *testing.T) {
 		{"pod annotation", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Pod.Annotations = map[string]string{"a": "b"} }, true},
 		{"exporter", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Exporter.Enabled = true }, true},
 	} {
-		got := TemplateHash(cluster(tc.mutate), 0)
+		got := TemplateHash(cluster(tc.mutate), 0, Placement{})
 		if (got != base) != tc.changes {
 			t.Errorf("%s: hash changed = %v, want %v", tc.name, got != base, tc.changes)
 		}
@@ -280,7 +280,7 @@ func TestAppliedHashIgnoresClusterMetadata(t *testing.T) {
 		rc.ResourceVersion = "42"
 	})
 	pairs := [][2]metav1.Object{
-		{StatefulSet(a, 0), StatefulSet(b, 0)},
+		{StatefulSet(a, 0, Placement{}), StatefulSet(b, 0, Placement{})},
 		{ConfigMap(a), ConfigMap(b)},
 		{HeadlessService(a), HeadlessService(b)},
 		{ClientService(a), ClientService(b)},
@@ -291,7 +291,7 @@ func TestAppliedHashIgnoresClusterMetadata(t *testing.T) {
 			t.Errorf("%s: applied hash differs", p[0].GetName())
 		}
 	}
-	if StatefulSet(a, 0).Annotations[AppliedHashAnnotation] == StatefulSet(cluster(func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 2 }), 0).Annotations[AppliedHashAnnotation] {
+	if StatefulSet(a, 0, Placement{}).Annotations[AppliedHashAnnotation] == StatefulSet(cluster(func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 2 }), 0, Placement{}).Annotations[AppliedHashAnnotation] {
 		t.Error("applied hash ignores replicasPerShard")
 	}
 }

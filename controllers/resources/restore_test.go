@@ -17,8 +17,8 @@ import (
 // StatefulSet is applied with it, and without it again).
 func TestWithRestore(t *testing.T) {
 	rc := cluster()
-	plain := StatefulSet(rc, 2)
-	sts := StatefulSet(rc, 2)
+	plain := StatefulSet(rc, 2, Placement{})
+	sts := StatefulSet(rc, 2, Placement{})
 	WithRestore(sts, 2, &Restore{Image: "ghcr.io/redis-operator/redis-operator:v0.1.0", Path: "redis/prod/cache/b1",
 		ObjectStore: cachev1beta1.ObjectStoreSpec{Endpoint: "https://s3.example", Bucket: "bk", Region: "eu-west-1", ForcePathStyle: true,
 			CredentialsSecretRef: &cachev1beta1.ObjectStoreCredentials{Name: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "key"},

@@ -32,7 +32,8 @@ const (
 // <rc>-shard-<shard>-<ordinal>, each with a data claim from spec.storage,
 // and an OnDelete update strategy so that the controller alone decides the
 // restart order (replicas first, then a planned failover, then the old
-// master). The pod template carries TemplateHashAnnotation.
+// master). The pod template carries TemplateHashAnnotation; p is what the
+// controller knows of the nodes (see placement).
 //
 // Claims are retained both when the StatefulSet is scaled down and when it
 // is deleted (whenScaled and whenDeleted: Retain): a `kubectl scale
@@ -40,9 +41,9 @@ const (
 // data. The controller deletes claims itself, only after their node was
 // drained (no slots, no keys) and forgotten by the cluster, or per
 // spec.storage.deleteClaimPolicy when the RedisCluster is deleted.
-func StatefulSet(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
-	template := podTemplate(rc, shard)
-	template.Annotations[TemplateHashAnnotation] = TemplateHash(rc, shard)
+func StatefulSet(rc *cachev1beta1.RedisCluster, shard int, p Placement) *appsv1.StatefulSet {
+	template := podTemplate(rc, shard, p)
+	template.Annotations[TemplateHashAnnotation] = TemplateHash(rc, shard, p)
 	sts := &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -74,15 +75,15 @@ func StatefulSet(rc *cachev1beta1.RedisCluster, shard int) *appsv1.StatefulSet {
 // annotations, ...) and the restart-only part of the config. It leaves out
 // the RedisCluster's own labels and annotations and the live config keys,
 // so changing those restarts nothing.
-func TemplateHash(rc *cachev1beta1.RedisCluster, shard int) string {
+func TemplateHash(rc *cachev1beta1.RedisCluster, shard int, p Placement) string {
 	return Hash(struct {
 		Template corev1.PodTemplateSpec
 		Config   map[string]string
-	}{podTemplate(rc, shard), RestartConfig(rc)})
+	}{podTemplate(rc, shard, p), RestartConfig(rc)})
 }
 
 // podTemplate is the shard's pod template without TemplateHashAnnotation.
-func podTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PodTemplateSpec {
+func podTemplate(rc *cachev1beta1.RedisCluster, shard int, p Placement) corev1.PodTemplateSpec {
 	labels := maps.Clone(rc.Spec.Pod.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -98,7 +99,7 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int) corev1.PodTemplateSpe
 		containers = append(containers, exporterContainer(rc))
 	}
 	containers = append(containers, extraContainers(rc.Spec.Pod.Sidecars)...)
-	affinity, spread := placement(rc, shard)
+	affinity, spread := placement(rc, shard, p)
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{

@@ -49,10 +49,10 @@ func TestRenderConfigTLS(t *testing.T) {
 // cluster without TLS keeps its template as before.
 func TestStatefulSetTLS(t *testing.T) {
 	plain := cluster(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Exporter.Enabled = true })
-	if got, want := TemplateHash(plain, 0), TemplateHash(cluster(func(rc *cachev1beta1.RedisCluster) {
+	if got, want := TemplateHash(plain, 0, Placement{}), TemplateHash(cluster(func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Exporter.Enabled = true
 		rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: false}
-	}), 0); got != want {
+	}), 0, Placement{}); got != want {
 		t.Errorf("a disabled spec.tls changes the template hash")
 	}
 	for _, tc := range []struct {
@@ -60,7 +60,7 @@ func TestStatefulSetTLS(t *testing.T) {
 		spec         cachev1beta1.TLSSpec
 	}{{"operator CA", "rc-tls", cachev1beta1.TLSSpec{}}, {"user Secret", "mine", cachev1beta1.TLSSpec{SecretName: "mine", PlainPort: true}}} {
 		rc := cluster(withTLS(tc.spec), func(rc *cachev1beta1.RedisCluster) { rc.Name = "rc"; rc.Spec.Exporter.Enabled = true })
-		pod := StatefulSet(rc, 0).Spec.Template.Spec
+		pod := StatefulSet(rc, 0, Placement{}).Spec.Template.Spec
 		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == tlsVolumeName })
 		if i < 0 || pod.Volumes[i].Secret == nil || pod.Volumes[i].Secret.SecretName != tc.secret {
 			t.Fatalf("%s: no tls volume from Secret %s: %+v", tc.name, tc.secret, pod.Volumes)

@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +64,7 @@ func TestChaos(t *testing.T) {
 	t.Run("master-delayed", testMasterDelayed)
 	t.Run("replica-killed", testReplicaKilled)
 	t.Run("node-lost", testNodeLost)
+	t.Run("zone-lost", testZoneLost)
 	t.Run("drain-every-node", testDrainEveryNode)
 }
 
@@ -230,17 +233,53 @@ func testMasterFault(t *testing.T, fault string, inject func(t *testing.T, c *cl
 }
 
 // testNodeLost: the node holding shard 0's master is lost (its processes
-// killed, its heartbeat stopped) under WAIT-1 writes. Pass: the default
-// placement put no shard's two pods on one node, so no shard loses both;
-// every slot is served again within serveWithin, by a replica on another
-// node, which then holds two masters; once the node is back the operator
-// moves masters back with planned failovers (Topology events "moving
-// master of ...") until no node holds more than its share, and the
-// cluster is Ready with 0 acknowledged writes lost.
+// killed, its heartbeat stopped) under WAIT-1 writes; see testLost.
 func testNodeLost(t *testing.T) {
-	const name = "chaos/node-lost"
+	testLost(t, "chaos/node-lost", "chaos-node", func(t *testing.T, rc *cachev1beta1.RedisCluster, pods map[string]corev1.Pod) (string, []string) {
+		node := pods[masterOf(rc, 0)].Spec.NodeName
+		return "node " + node, []string{node}
+	})
+}
+
+// testZoneLost: every node of a zone holding a master is lost at once (on
+// the e2e plane zone-a has two nodes, see startPlane); the zone with the
+// most nodes among those holding a master is taken. See testLost.
+func testZoneLost(t *testing.T) {
+	testLost(t, "chaos/zone-lost", "chaos-zone", func(t *testing.T, rc *cachev1beta1.RedisCluster, pods map[string]corev1.Pod) (string, []string) {
+		zones := nodeZones(t)
+		byZone := map[string][]string{}
+		for node, z := range zones {
+			byZone[z] = append(byZone[z], node)
+		}
+		best := ""
+		for _, sh := range rc.Status.Shards {
+			z := zones[pods[sh.MasterPod].Spec.NodeName]
+			if best == "" || len(byZone[z]) > len(byZone[best]) || len(byZone[z]) == len(byZone[best]) && z < best {
+				best = z
+			}
+		}
+		if best == "" {
+			t.Fatalf("no master runs on a node with a zone label: zones %v", zones)
+		}
+		nodes := byZone[best]
+		slices.Sort(nodes)
+		return fmt.Sprintf("zone %s (nodes %s)", best, strings.Join(nodes, ", ")), nodes
+	})
+}
+
+// testLost: under WAIT-1 writes, the nodes lose picks from a Ready 3×1
+// cluster are lost at once (their processes killed, their heartbeats
+// stopped; what names them for the messages). Pass: the default placement
+// put no shard's two pods on one node or in one zone, so no shard loses
+// both; every slot is served again within serveWithin, by replicas
+// elsewhere, which then hold two masters on a node or zone; once the nodes
+// are back the operator moves masters back with planned failovers
+// (Topology events "moving master of ...") until no node and no zone
+// holds more than its share, and the cluster is Ready with 0 acknowledged
+// writes lost.
+func testLost(t *testing.T, name, clusterName string, lose func(*testing.T, *cachev1beta1.RedisCluster, map[string]corev1.Pod) (string, []string)) {
 	scenario(t, name)
-	c := newCluster(t, "chaos-node", nil)
+	c := newCluster(t, clusterName, nil)
 	rc := c.waitReady(5 * time.Minute)
 	c.checkConverged(rc)
 	pw := c.password()
@@ -248,14 +287,22 @@ func testNodeLost(t *testing.T) {
 	for _, p := range c.pods() {
 		pods[p.Name] = p
 	}
+	zones := nodeZones(t)
 	for i, sh := range rc.Status.Shards {
 		nodes := map[string]bool{pods[sh.MasterPod].Spec.NodeName: true}
+		inZone := map[string]string{zones[pods[sh.MasterPod].Spec.NodeName]: sh.MasterPod}
 		for _, rp := range sh.ReplicaPods {
-			if nodes[pods[rp].Spec.NodeName] {
+			node := pods[rp].Spec.NodeName
+			if nodes[node] {
 				t.Fatalf("shard %d has two pods on node %s (master %s, replica %s): the default anti-affinity did not hold",
-					i, pods[rp].Spec.NodeName, sh.MasterPod, rp)
+					i, node, sh.MasterPod, rp)
 			}
-			nodes[pods[rp].Spec.NodeName] = true
+			nodes[node] = true
+			if z := zones[node]; z != "" && inZone[z] != "" {
+				t.Fatalf("shard %d has two pods in zone %s (%s and %s): the default zone anti-affinity did not hold", i, z, inZone[z], rp)
+			} else {
+				inZone[z] = rp
+			}
 		}
 	}
 	for i, sh := range rc.Status.Shards {
@@ -264,11 +311,11 @@ func testNodeLost(t *testing.T) {
 				i, sh.MasterPod, sh.MasterNode, sh.ReplicaPods, sh.ReplicaNodes, pods[sh.MasterPod].Spec.NodeName, nodesOf(pods, sh.ReplicaPods))
 		}
 	}
-	lostNode := pods[masterOf(rc, 0)].Spec.NodeName
-	var mastersThere, heirs []string // the lost node's masters, and their replicas
+	what, lostNodes := lose(t, rc, pods)
+	var mastersThere, heirs []string // the lost nodes' masters, and their replicas
 	var survivor string              // a master pod on another node
 	for _, sh := range rc.Status.Shards {
-		if pods[sh.MasterPod].Spec.NodeName == lostNode {
+		if slices.Contains(lostNodes, pods[sh.MasterPod].Spec.NodeName) {
 			mastersThere = append(mastersThere, sh.MasterPod)
 			heirs = append(heirs, sh.ReplicaPods...)
 		} else if survivor == "" {
@@ -276,14 +323,17 @@ func testNodeLost(t *testing.T) {
 		}
 	}
 	if survivor == "" {
-		t.Fatalf("every master is on node %s: the default spread of the masters did not hold", lostNode)
+		t.Fatalf("every master is in %s: the default spread of the masters did not hold", what)
 	}
-	t.Logf("losing node %s with masters %v", lostNode, mastersThere)
+	t.Logf("losing %s with masters %v", what, mastersThere)
 
-	w := startWriter(t, c.clusterClient(), "chaos-node", writerOptions{Wait: true})
+	w := startWriter(t, c.clusterClient(), clusterName, writerOptions{Wait: true})
 	w.waitWrites(200, time.Minute)
 	start := time.Now()
-	f := loseNode(t, lostNode, 0)
+	var faults []*fault
+	for _, n := range lostNodes {
+		faults = append(faults, loseNode(t, n, 0))
+	}
 	surv := c.nodeClient(pods[survivor].Status.PodIP, pw)
 	// Serving again: a replica of each lost master is master, and a
 	// surviving master sees every slot served (no slot on a failed node).
@@ -304,31 +354,50 @@ func testNodeLost(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// The writer's WAIT-1 writes mostly fail meanwhile: the promoted master
-	// and the master whose replica was on the lost node have no replica
-	// until the node is back.
+	// The writer's WAIT-1 writes mostly fail meanwhile: the promoted
+	// masters and the masters whose replicas were lost have no replica
+	// until the nodes are back.
 	if serving.IsZero() || serving.Sub(start) > serveWithin {
-		t.Errorf("every slot served again %s after node %s was lost, want within %s", since(start, serving), lostNode, serveWithin)
+		t.Errorf("every slot served again %s after %s was lost, want within %s", since(start, serving), what, serveWithin)
 	}
 
-	f.stop()
+	for _, f := range faults {
+		f.stop()
+	}
 	restored := time.Now()
 	rc, spreadAt := c.waitSpread(5 * time.Minute)
 	w.waitWrites(200, time.Minute)
 	r := w.result()
 	lost, wrong := w.readBack(c.clusterClient(), r.Acked)
 	moves := c.masterMoves()
-	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; %d master(s) on the lost node; all slots served after %s; %d planned move(s); Ready with masters spread %.0fs after the node came back\n",
-		name, len(r.Acked), len(lost)+len(wrong), len(mastersThere), since(start, serving), moves, spreadAt.Sub(restored).Seconds())
+	fmt.Printf("e2e: %s acknowledged %d, acknowledged lost %d; %d master(s) in the lost %s; all slots served after %s; %d planned move(s); Ready with masters spread %.0fs after it came back\n",
+		name, len(r.Acked), len(lost)+len(wrong), len(mastersThere), what, since(start, serving), moves, spreadAt.Sub(restored).Seconds())
 	if len(lost)+len(wrong) > 0 {
 		t.Errorf("%s; %d acknowledged writes lost (first %s), %d with another value", r, len(lost), first(lost), len(wrong))
 	}
 	ids := c.checkConverged(rc)
 	c.checkStatusShards(rc, ids)
-	if moves == 0 {
-		t.Errorf("a master of %s was promoted on another node while it was lost, the masters are spread now, but no planned move was recorded", lostNode)
+	if moves == 0 && len(mastersThere) > 0 {
+		t.Errorf("a master in %s was promoted elsewhere while it was lost, the masters are spread now, but no planned move was recorded", what)
 	}
-	checkNodeReady(t, lostNode)
+	for _, n := range lostNodes {
+		checkNodeReady(t, n)
+	}
+}
+
+// nodeZones maps each node of the plane to its topology.kubernetes.io/zone
+// label.
+func nodeZones(t testing.TB) map[string]string {
+	t.Helper()
+	var nodes corev1.NodeList
+	if err := env.k8s.List(context.Background(), &nodes); err != nil {
+		t.Fatalf("listing nodes: %v", err)
+	}
+	out := map[string]string{}
+	for _, n := range nodes.Items {
+		out[n.Name] = n.Labels[corev1.LabelTopologyZone]
+	}
+	return out
 }
 
 func nodesOf(pods map[string]corev1.Pod, names []string) []string {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,6 +85,12 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
+// planeNodes is the number of the e2e plane's nodes: one more than the
+// plane's default three, so that zone-a holds two nodes (localplane-1 and
+// localplane-4; the zones go round zone-a, zone-b, zone-c) and losing a
+// zone (TestChaos/zone-lost) is more than losing a node.
+const planeNodes = 4
+
 func setupSuite() (*suite, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the local plane needs root (pods run in their own mount namespaces as their own users)")
@@ -132,7 +139,8 @@ func setupSuite() (*suite, error) {
 
 	start := time.Now()
 	s.plane, err = startProcess(filepath.Join(logDir, "localplane.out"),
-		filepath.Join(s.binDir, "localplane"), "up", "--state-dir", s.stateDir, "--bin-dir", s.binDir)
+		filepath.Join(s.binDir, "localplane"), "up", "--state-dir", s.stateDir, "--bin-dir", s.binDir,
+		"--nodes", strconv.Itoa(planeNodes))
 	if err != nil {
 		return s, err
 	}

@@ -1,0 +1,99 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+
+const (
+	// nodesTTL is how long one read of the nodes serves every cluster's
+	// passes: one LIST per minute per operator, whatever the number of
+	// clusters.
+	nodesTTL = time.Minute
+	// nodesHold is how long a cluster keeps its shard rule required after
+	// the schedulable nodes were last seen to be enough: a node replaced
+	// (its Node deleted, then registered again) or an autoscaler's brief
+	// dip must not roll every pod twice.
+	nodesHold = 10 * time.Minute
+)
+
+// nodeCache reads the nodes (uncached, at most once per nodesTTL; the
+// operator does not watch nodes) and decides each cluster's
+// resources.Placement from them. When the nodes cannot be listed (the
+// operator may not list nodes, as in a namespaced install whose cluster
+// role lacks it) and never could, the placement is the zero one: the shard
+// rule stays preferred. Safe for concurrent use; the zero value is ready.
+type nodeCache struct {
+	mu     sync.Mutex
+	readAt time.Time
+	nodes  []corev1.Node // name, labels and taints only
+	listed bool          // nodes holds one successful read
+	// nodesAt and zonesAt are, per cluster, when its schedulable nodes and
+	// their zones were last at least as many as a shard has pods.
+	nodesAt, zonesAt map[client.ObjectKey]time.Time
+}
+
+// placement returns rc's placement at now: ShardNodesRequired while the
+// nodes that can run its pods (resources.Schedulable) number at least
+// 1 + spec.replicasPerShard, or did within nodesHold; ShardZonesRequired
+// likewise for the zones of those nodes.
+func (c *nodeCache) placement(ctx context.Context, r client.Reader, rc *cachev1beta1.RedisCluster, now time.Time) resources.Placement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.readAt) >= nodesTTL {
+		c.readAt = now
+		var list corev1.NodeList
+		if err := r.List(ctx, &list); err == nil {
+			c.nodes, c.listed = trimNodes(list.Items), true
+		}
+	}
+	if !c.listed {
+		return resources.Placement{}
+	}
+	key := client.ObjectKeyFromObject(rc)
+	pods := 1 + int(rc.Spec.ReplicasPerShard)
+	nodes, zones := resources.Schedulable(rc, c.nodes)
+	return resources.Placement{
+		ShardNodesRequired: held(&c.nodesAt, key, nodes >= pods, now),
+		ShardZonesRequired: held(&c.zonesAt, key, zones >= pods, now),
+	}
+}
+
+// held records in (*at)[key] that enough holds at now, and reports whether
+// it held within nodesHold.
+func held(at *map[client.ObjectKey]time.Time, key client.ObjectKey, enough bool, now time.Time) bool {
+	if enough {
+		if *at == nil {
+			*at = map[client.ObjectKey]time.Time{}
+		}
+		(*at)[key] = now
+	}
+	t, ok := (*at)[key]
+	return ok && now.Sub(t) < nodesHold
+}
+
+func (c *nodeCache) forget(key client.ObjectKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.nodesAt, key)
+	delete(c.zonesAt, key)
+}
+
+// trimNodes keeps of each node what resources.Schedulable reads.
+func trimNodes(nodes []corev1.Node) []corev1.Node {
+	out := make([]corev1.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}, Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}
+	}
+	return out
+}
