@@ -26,8 +26,12 @@ type builtStatefulSets struct {
 
 type builtShards struct {
 	resourceVersion string
-	placement       resources.Placement
-	shards          map[int]*appsv1.StatefulSet
+	shards          map[int]builtShard
+}
+
+type builtShard struct {
+	placement resources.Placement
+	sts       *appsv1.StatefulSet
 }
 
 // get returns a copy of resources.StatefulSet(rc, shard, p), built once per
@@ -41,19 +45,19 @@ func (m *builtStatefulSets) get(rc *cachev1beta1.RedisCluster, shard int, p reso
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.last[key]
-	if !ok || b.resourceVersion != rc.ResourceVersion || b.placement != p {
-		b = builtShards{resourceVersion: rc.ResourceVersion, placement: p, shards: map[int]*appsv1.StatefulSet{}}
+	if !ok || b.resourceVersion != rc.ResourceVersion {
+		b = builtShards{resourceVersion: rc.ResourceVersion, shards: map[int]builtShard{}}
 		if m.last == nil {
 			m.last = map[client.ObjectKey]builtShards{}
 		}
 		m.last[key] = b
 	}
-	sts, ok := b.shards[shard]
-	if !ok {
-		sts = resources.StatefulSet(rc, shard, p)
-		b.shards[shard] = sts
+	built, ok := b.shards[shard]
+	if !ok || built.placement != p {
+		built = builtShard{placement: p, sts: resources.StatefulSet(rc, shard, p)}
+		b.shards[shard] = built
 	}
-	return sts.DeepCopy()
+	return built.sts.DeepCopy()
 }
 
 // templateHash is resources.TemplateHash(rc, shard, p), read from the
@@ -64,9 +68,9 @@ func (m *builtStatefulSets) templateHash(rc *cachev1beta1.RedisCluster, shard in
 	}
 	key := client.ObjectKeyFromObject(rc)
 	m.mu.Lock()
-	if b, ok := m.last[key]; ok && b.resourceVersion == rc.ResourceVersion && b.placement == p {
-		if sts, ok := b.shards[shard]; ok {
-			h := sts.Spec.Template.Annotations[resources.TemplateHashAnnotation]
+	if b, ok := m.last[key]; ok && b.resourceVersion == rc.ResourceVersion {
+		if built, ok := b.shards[shard]; ok && built.placement == p {
+			h := built.sts.Spec.Template.Annotations[resources.TemplateHashAnnotation]
 			m.mu.Unlock()
 			return h
 		}

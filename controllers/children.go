@@ -103,8 +103,10 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 	if err := r.listStatefulSets(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
-	s.placement = r.nodes.placement(ctx, r.reader(), rc, s.now)
 	if err := r.rememberLeaving(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if err := r.placeShards(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
 	var created []string
@@ -145,7 +147,7 @@ func (r *RedisClusterReconciler) reconcileChildren(ctx context.Context, s *scope
 // may include the master, so reconcileReplicaScaleDown lowers it only
 // after it has seen this pass that the master is on a pod that stays.
 func (r *RedisClusterReconciler) desiredStatefulSet(s *scope, shard int, live *appsv1.StatefulSet, shrink bool) *appsv1.StatefulSet {
-	desired := r.built.get(s.rc, shard, s.placement)
+	desired := r.built.get(s.rc, shard, s.placement[shard])
 	if s.restore != nil {
 		resources.WithRestore(desired, shard, s.restore)
 	}
@@ -217,7 +219,7 @@ func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctr
 	}
 	rc := s.rc
 	s.shards = groupPods(rc.Name, int(rc.Spec.Shards), int(rc.Spec.ReplicasPerShard),
-		func(i int) string { return r.built.templateHash(rc, i, s.placement) }, s.statefulSets, s.leaving, pods.Items)
+		func(i int) string { return r.built.templateHash(rc, i, s.placement[i]) }, s.statefulSets, s.leaving, pods.Items)
 	r.placePods(ctx, s)
 	s.obs.PodsObserved = true
 	s.obs.Pods = podsSummary(s.shards, s.now)

@@ -98,7 +98,7 @@ func (r *RedisClusterReconciler) keepLeavingShards(ctx context.Context, s *scope
 		switch {
 		case live == nil:
 			s.log.Info("Recreating the StatefulSet of a leaving shard", "shard", name)
-			if _, err := r.apply(ctx, s, resources.StatefulSet(s.rc, idx, s.placement), &appsv1.StatefulSet{}); err != nil {
+			if _, err := r.apply(ctx, s, resources.StatefulSet(s.rc, idx, s.placement[idx]), &appsv1.StatefulSet{}); err != nil {
 				return err
 			}
 			s.failed("ShardRecreated", "Recreated StatefulSet %s: the shard is leaving but not drained, its claims may hold keys", name)

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -96,4 +98,62 @@ func trimNodes(nodes []corev1.Node) []corev1.Node {
 		out[i] = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}, Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}
 	}
 	return out
+}
+
+// placeShards decides each shard's placement (s.placement) before the
+// StatefulSets are applied. A rule the nodes allow (nodeCache.placement)
+// is taken up by a shard whose StatefulSet is new or already requires it;
+// a live shard that does not yet requires it takes it up only when its
+// pods already keep it (every pod scheduled, on distinct nodes, or in
+// distinct zones), so that the roll to the new template never has to move
+// a pod off its node or zone: a zonal or node-bound volume could not
+// follow, and the pod would stay Pending.
+func (r *RedisClusterReconciler) placeShards(ctx context.Context, s *scope) error {
+	allowed := r.nodes.placement(ctx, r.reader(), s.rc, s.now)
+	s.placement = map[int]resources.Placement{}
+	var byShard map[string][]corev1.Pod // listed once, only when needed
+	for i := range int(s.rc.Spec.Shards) {
+		s.placement[i] = allowed
+	}
+	for _, i := range s.leaving {
+		s.placement[i] = allowed
+	}
+	for i, p := range s.placement {
+		live := s.statefulSets[i]
+		if live == nil || p == (resources.Placement{}) {
+			continue
+		}
+		have := resources.PlacementOf(live)
+		if (!p.ShardNodesRequired || have.ShardNodesRequired) && (!p.ShardZonesRequired || have.ShardZonesRequired) {
+			continue
+		}
+		if byShard == nil {
+			var pods corev1.PodList
+			if err := r.Client.List(ctx, &pods, client.InNamespace(s.rc.Namespace),
+				client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+				return fmt.Errorf("listing pods: %w", err)
+			}
+			byShard = map[string][]corev1.Pod{}
+			for _, pod := range pods.Items {
+				byShard[pod.Labels[resources.LabelShard]] = append(byShard[pod.Labels[resources.LabelShard]], pod)
+			}
+		}
+		pods := byShard[strconv.Itoa(i)]
+		nodesApart, zonesApart := len(pods) == 1+int(s.rc.Spec.ReplicasPerShard), len(pods) == 1+int(s.rc.Spec.ReplicasPerShard)
+		nodes, zones := map[string]bool{}, map[string]bool{}
+		for _, pod := range pods {
+			node := pod.Spec.NodeName
+			zone := ""
+			if node != "" {
+				zone = r.zones.zoneOf(ctx, r.reader(), node, s.now)
+			}
+			nodesApart = nodesApart && node != "" && !nodes[node]
+			zonesApart = zonesApart && zone != "" && !zones[zone]
+			nodes[node], zones[zone] = true, true
+		}
+		p.ShardNodesRequired = p.ShardNodesRequired && (have.ShardNodesRequired || nodesApart)
+		p.ShardZonesRequired = p.ShardZonesRequired && (have.ShardZonesRequired || zonesApart)
+		s.placement[i] = p
+	}
+	return nil
 }

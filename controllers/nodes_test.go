@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,5 +73,51 @@ func TestNodePlacement(t *testing.T) {
 	var none nodeCache
 	if p := none.placement(ctx, forbidden, rc(1), now); p != (resources.Placement{}) {
 		t.Errorf("nodes not listable: %+v", p)
+	}
+}
+
+// TestPlaceShards: with nodes and zones enough for a shard's pods, a new
+// shard requires both rules; a live shard without them takes up each rule
+// only when its pods already keep it (here: on distinct nodes, but two in
+// one zone), so the roll never has to move a pod; a live shard that
+// already requires a rule keeps it.
+func TestPlaceShards(t *testing.T) {
+	ctx := context.Background()
+	zones := map[string]string{"n1": "zone-a", "n2": "zone-b", "n3": "zone-c", "n4": "zone-a"}
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u"},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	objs := []client.Object{}
+	for n, z := range zones {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{corev1.LabelTopologyZone: z}}})
+	}
+	pod := func(shard int, ordinal int, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("c-shard-%d-%d", shard, ordinal),
+			Labels: resources.ShardLabels("c", shard)}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	// Shard 0: apart by node and zone. Shard 1: apart by node, not zone.
+	objs = append(objs, pod(0, 0, "n1"), pod(0, 1, "n2"), pod(1, 0, "n1"), pod(1, 1, "n4"))
+	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
+	r := &RedisClusterReconciler{Client: cl, APIReader: cl}
+	s := newScope(rc, time.Now(), testr.New(t))
+	s.statefulSets = map[int]*appsv1.StatefulSet{
+		0: resources.StatefulSet(rc, 0, resources.Placement{}),
+		1: resources.StatefulSet(rc, 1, resources.Placement{}),
+	}
+	if err := r.placeShards(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	both := resources.Placement{ShardNodesRequired: true, ShardZonesRequired: true}
+	want := map[int]resources.Placement{0: both, 1: {ShardNodesRequired: true}, 2: both}
+	if !maps.Equal(s.placement, want) {
+		t.Fatalf("placement %v, want %v", s.placement, want)
+	}
+
+	// Shard 1 built with both rules keeps them although its pods share a zone.
+	s.statefulSets[1] = resources.StatefulSet(rc, 1, both)
+	if err := r.placeShards(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.placement[1] != both {
+		t.Fatalf("a shard that requires both rules got %+v", s.placement[1])
 	}
 }

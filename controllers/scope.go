@@ -50,9 +50,10 @@ type scope struct {
 	// is where its shards fetch their RDB (reconcileRestore).
 	restore *resources.Restore
 
-	// placement is what the builders need to know of the nodes
-	// (nodes.go), read before the StatefulSets are applied.
-	placement resources.Placement
+	// placement is, per shard index, what the builders need to know of
+	// the nodes (placeShards, nodes.go), decided before the StatefulSets
+	// are applied; a shard missing from it has the zero placement.
+	placement map[int]resources.Placement
 
 	// statefulSets are the live shard StatefulSets by shard index.
 	statefulSets map[int]*appsv1.StatefulSet

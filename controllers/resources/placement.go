@@ -3,6 +3,7 @@ package resources
 import (
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -159,3 +160,27 @@ func Schedulable(rc *cachev1beta1.RedisCluster, nodes []corev1.Node) (count, zon
 // and `kubectl cordon` set for a node's conditions
 // (https://kubernetes.io/docs/reference/labels-annotations-taints/).
 const conditionTaintPrefix = "node.kubernetes.io/"
+
+// PlacementOf reads which shard rules sts's pod template already requires
+// (the terms placement adds for Placement's fields), so that a rule, once
+// a shard's pods run under it, is kept.
+func PlacementOf(sts *appsv1.StatefulSet) Placement {
+	var p Placement
+	a := sts.Spec.Template.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return p
+	}
+	shard := sts.Spec.Template.Labels[LabelShard]
+	for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if t.LabelSelector == nil || shard == "" || t.LabelSelector.MatchLabels[LabelShard] != shard {
+			continue
+		}
+		switch t.TopologyKey {
+		case corev1.LabelHostname:
+			p.ShardNodesRequired = true
+		case corev1.LabelTopologyZone:
+			p.ShardZonesRequired = true
+		}
+	}
+	return p
+}
