@@ -22,8 +22,8 @@ import (
 )
 
 // computeHealth is status.health: the health package's verdict on the
-// status this pass computed, folded with the built-in gitops-engine health
-// of the cluster's StatefulSets, PVCs and Services (health.ForRedisCluster).
+// status this pass computed, folded with Argo CD's built-in health of the
+// cluster's StatefulSets, PVCs and Services (health.ForRedisCluster).
 // Children that cannot be listed are left out; the verdict then rests on
 // the conditions alone.
 //

@@ -3,12 +3,21 @@
 // Progressing, Degraded, Suspended or Unknown, with one sentence saying why.
 //
 // Two assessments share one set of rules:
-//   - Override implements gitops-engine's health.HealthOverride over the
-//     unstructured object, exactly as the Lua check argocd/health.lua does in
-//     Argo CD (the tests run both over argocd/testdata and require equality);
+//   - Assess reads the unstructured object exactly as the Lua check
+//     argocd/health.lua does in Argo CD (the tests run both, and
+//     gitops-engine's health.GetResourceHealth with Assess as its override,
+//     over argocd/testdata and require equality);
 //   - ForRedisCluster is the controller's: the same verdict on the typed
 //     object, made worse by any child (StatefulSet, PVC, Service) whose
-//     built-in gitops-engine health is worse, for status.health.
+//     built-in Argo CD health is worse, for status.health.
+//
+// The package does not import gitops-engine: its health package pulls in
+// the internal Kubernetes API scheme (k8s.io/kubernetes/pkg/apis through its
+// utils/kube), which cost the idle operator 11 MiB of its 69 MiB resident
+// memory, 7 MiB of start-up allocations and 130 ms of start-up (measured
+// with page caches dropped, GODEBUG=inittrace=1). The child checks Argo CD
+// has built in for the kinds the operator owns are restated in
+// children.go, and the tests hold them equal to gitops-engine's.
 //
 // The rules, first match wins ("this generation" means the condition's
 // observedGeneration equals metadata.generation):
@@ -41,7 +50,6 @@ import (
 	"fmt"
 	"strconv"
 
-	argohealth "github.com/argoproj/gitops-engine/pkg/health"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -50,27 +58,20 @@ import (
 // Kind is the kind this package assesses, in group cache.redis.io, any version.
 const Kind = "RedisCluster"
 
-// Override implements gitops-engine's health.HealthOverride for RedisCluster
-// objects of any version. For any other kind it returns nil, nil, which
-// gitops-engine's health.GetResourceHealth takes as "use the built-in check".
-type Override struct{}
-
-var _ argohealth.HealthOverride = Override{}
-
-// GetResourceHealth returns the health of obj by the rules in the package
-// documentation, or nil when obj is not a cache.redis.io RedisCluster. It
-// never returns an error: fields of the wrong type count as absent, as they
-// do in the Lua check.
-func (Override) GetResourceHealth(obj *unstructured.Unstructured) (*argohealth.HealthStatus, error) {
+// Assess returns the health of obj by the rules in the package
+// documentation, and false when obj is not a cache.redis.io RedisCluster
+// (of any version). Fields of the wrong type count as absent, as they do in
+// the Lua check.
+func Assess(obj *unstructured.Unstructured) (cachev1beta1.HealthStatus, bool) {
 	if obj == nil {
-		return nil, nil
+		return cachev1beta1.HealthStatus{}, false
 	}
 	gvk := obj.GroupVersionKind()
 	if gvk.Group != cachev1beta1.GroupVersion.Group || gvk.Kind != Kind {
-		return nil, nil
+		return cachev1beta1.HealthStatus{}, false
 	}
 	code, message := assess(obj.Object)
-	return &argohealth.HealthStatus{Status: code, Message: message}, nil
+	return cachev1beta1.HealthStatus{Status: code, Message: message}, true
 }
 
 // failureReasons are the Ready reasons that mean failure rather than work in
@@ -97,10 +98,10 @@ var progressPhases = map[string]bool{
 
 // assess applies the package's rules to an object in unstructured form. It
 // mirrors argocd/health.lua line for line; keep the two in step.
-func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
+func assess(obj map[string]any) (cachev1beta1.HealthCode, string) {
 	status, ok := obj["status"].(map[string]any)
 	if !ok || len(status) == 0 {
-		return argohealth.HealthStatusUnknown, "Waiting for the operator to report the status of this RedisCluster."
+		return cachev1beta1.HealthUnknown, "Waiting for the operator to report the status of this RedisCluster."
 	}
 	generation := num(field(obj, "metadata")["generation"])
 	conditions := status["conditions"]
@@ -108,17 +109,17 @@ func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
 
 	degraded := findCondition(conditions, cachev1beta1.RedisClusterDegradedCondition)
 	if degraded != nil && degraded["status"] == "True" && current(degraded) {
-		return argohealth.HealthStatusDegraded, describe(degraded, "The cluster serves with reduced redundancy or not at all.")
+		return cachev1beta1.HealthDegraded, describe(degraded, "The cluster serves with reduced redundancy or not at all.")
 	}
 
 	ready := findCondition(conditions, cachev1beta1.RedisClusterReadyCondition)
 	if ready != nil && ready["status"] == "False" && current(ready) && failureReasons[str(ready["reason"])] {
-		return argohealth.HealthStatusDegraded, describe(ready, "The cluster is not ready.")
+		return cachev1beta1.HealthDegraded, describe(ready, "The cluster is not ready.")
 	}
 
 	paused := findCondition(conditions, cachev1beta1.RedisClusterPausedCondition)
 	if field(obj, "spec")["paused"] == true || (paused != nil && paused["status"] == "True" && current(paused)) {
-		return argohealth.HealthStatusSuspended, "Reconciliation is paused by spec.paused: the operator observes the cluster and changes nothing."
+		return cachev1beta1.HealthSuspended, "Reconciliation is paused by spec.paused: the operator observes the cluster and changes nothing."
 	}
 
 	observed := num(status["observedGeneration"])
@@ -128,36 +129,36 @@ func assess(obj map[string]any) (argohealth.HealthStatusCode, string) {
 	if observed != generation {
 		switch {
 		case !generation.ok:
-			return argohealth.HealthStatusProgressing, "Waiting for the operator to observe this RedisCluster's generation."
+			return cachev1beta1.HealthProgressing, "Waiting for the operator to observe this RedisCluster's generation."
 		case !observed.ok:
-			return argohealth.HealthStatusProgressing, "Waiting for the operator to observe generation " + generation.String() + "."
+			return cachev1beta1.HealthProgressing, "Waiting for the operator to observe generation " + generation.String() + "."
 		default:
-			return argohealth.HealthStatusProgressing, "Waiting for the operator to observe generation " + generation.String() +
+			return cachev1beta1.HealthProgressing, "Waiting for the operator to observe generation " + generation.String() +
 				" (it last observed " + observed.String() + ")."
 		}
 	}
 
 	progressing := findCondition(conditions, cachev1beta1.RedisClusterProgressingCondition)
 	if progressing != nil && progressing["status"] == "True" && current(progressing) {
-		return argohealth.HealthStatusProgressing, describe(progressing, "The operator is changing the cluster.")
+		return cachev1beta1.HealthProgressing, describe(progressing, "The operator is changing the cluster.")
 	}
 	if phase := str(status["phase"]); progressPhases[phase] {
-		return argohealth.HealthStatusProgressing, "The cluster is in phase " + phase + "."
+		return cachev1beta1.HealthProgressing, "The cluster is in phase " + phase + "."
 	}
 	if step := str(field(status, "credentials")["rotationStep"]); step != "" {
-		return argohealth.HealthStatusProgressing, "Rotating credentials (step " + step + ")."
+		return cachev1beta1.HealthProgressing, "Rotating credentials (step " + step + ")."
 	}
 
 	if ready == nil {
-		return argohealth.HealthStatusUnknown, "The status has no Ready condition yet."
+		return cachev1beta1.HealthUnknown, "The status has no Ready condition yet."
 	}
 	if ready["status"] == "True" {
 		if current(ready) {
-			return argohealth.HealthStatusHealthy, describe(ready, "The cluster is ready.")
+			return cachev1beta1.HealthHealthy, describe(ready, "The cluster is ready.")
 		}
-		return argohealth.HealthStatusProgressing, "Waiting for the Ready condition of the current generation."
+		return cachev1beta1.HealthProgressing, "Waiting for the Ready condition of the current generation."
 	}
-	return argohealth.HealthStatusProgressing, describe(ready, "The cluster is not ready yet.")
+	return cachev1beta1.HealthProgressing, describe(ready, "The cluster is not ready yet.")
 }
 
 // describe renders "Reason: message", or just the message when the reason

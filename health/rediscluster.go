@@ -6,7 +6,6 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	argohealth "github.com/argoproj/gitops-engine/pkg/health"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -23,10 +22,11 @@ const maxMessage = 1024
 // on rc; rc.Status.Health itself is not read, so a previous verdict never
 // sticks. children are the cluster's owned objects in unstructured form with
 // apiVersion and kind set (StatefulSets, PVCs, Services; other kinds have no
-// built-in check and are ignored). Each child's health comes from
-// gitops-engine's health.GetResourceHealth without overrides; a child
-// replaces the verdict when it is worse in gitops-engine's order
-// (health.IsWorse: Healthy, Suspended, Progressing, Missing, Degraded).
+// built-in check and are ignored). Each child's health is Argo CD's
+// built-in one (childHealth, as gitops-engine's health.GetResourceHealth
+// without overrides); a child replaces the verdict when it is worse in
+// gitops-engine's order (isWorse: Healthy, Suspended, Progressing,
+// Missing, Degraded).
 // Unknown children (a PVC without a phase yet, a child that fails to
 // convert) say nothing about the cluster and are skipped. Among equally bad children the first by kind, namespace and name
 // wins, so the result does not depend on list order and the controller can
@@ -36,30 +36,28 @@ const maxMessage = 1024
 // cut at a UTF-8 boundary.
 func ForRedisCluster(rc *cachev1beta1.RedisCluster, children []*unstructured.Unstructured) cachev1beta1.HealthStatus {
 	code, message := assessTyped(rc)
-	worst := &argohealth.HealthStatus{Status: code, Message: message}
+	worst := cachev1beta1.HealthStatus{Status: code, Message: message}
 
 	for _, c := range sortedChildren(children) {
-		h, err := argohealth.GetResourceHealth(c, nil)
-		if err != nil || h == nil || h.Status == argohealth.HealthStatusUnknown {
+		h, ok := childHealth(c)
+		if !ok || h.Status == cachev1beta1.HealthUnknown {
 			continue
 		}
-		if argohealth.IsWorse(worst.Status, h.Status) {
-			worst = &argohealth.HealthStatus{Status: h.Status, Message: childMessage(c, h)}
+		if isWorse(worst.Status, h.Status) {
+			worst = cachev1beta1.HealthStatus{Status: h.Status, Message: childMessage(c, h)}
 		}
 	}
-	return cachev1beta1.HealthStatus{
-		Status:  cachev1beta1.HealthCode(worst.Status),
-		Message: truncate(worst.Message, maxMessage),
-	}
+	worst.Message = truncate(worst.Message, maxMessage)
+	return worst
 }
 
 // assessTyped applies the rules to the typed object through its unstructured
 // form, so the controller and Argo CD read the same fields.
-func assessTyped(rc *cachev1beta1.RedisCluster) (argohealth.HealthStatusCode, string) {
+func assessTyped(rc *cachev1beta1.RedisCluster) (cachev1beta1.HealthCode, string) {
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rc)
 	if err != nil {
 		// A typed RedisCluster always converts; report rather than panic.
-		return argohealth.HealthStatusUnknown, fmt.Sprintf("Cannot read the RedisCluster: %v.", err)
+		return cachev1beta1.HealthUnknown, fmt.Sprintf("Cannot read the RedisCluster: %v.", err)
 	}
 	return assess(obj)
 }
@@ -82,9 +80,9 @@ func sortedChildren(children []*unstructured.Unstructured) []*unstructured.Unstr
 	return out
 }
 
-// childMessage names the child and says what gitops-engine said about it,
+// childMessage names the child and says what its health check said,
 // e.g. "StatefulSet redis-shard-0: Waiting for 1 pods to be ready...".
-func childMessage(c *unstructured.Unstructured, h *argohealth.HealthStatus) string {
+func childMessage(c *unstructured.Unstructured, h cachev1beta1.HealthStatus) string {
 	if h.Message == "" {
 		return fmt.Sprintf("%s %s is %s.", c.GetKind(), c.GetName(), h.Status)
 	}
