@@ -51,14 +51,20 @@ type nodeCache struct {
 // likewise for the zones of those nodes.
 func (c *nodeCache) placement(ctx context.Context, r client.Reader, rc *cachev1beta1.RedisCluster, now time.Time) resources.Placement {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now.Sub(c.readAt) >= nodesTTL {
-		c.readAt = now
-		var list corev1.NodeList
-		if err := r.List(ctx, &list); err == nil {
-			c.nodes, c.listed = trimNodes(list.Items), true
+	read := now.Sub(c.readAt) >= nodesTTL
+	if read {
+		c.readAt = now // the others use what is there meanwhile
+	}
+	c.mu.Unlock()
+	if read {
+		if nodes, err := listNodes(ctx, r); err == nil {
+			c.mu.Lock()
+			c.nodes, c.listed = nodes, true
+			c.mu.Unlock()
 		}
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !c.listed {
 		return resources.Placement{}
 	}
@@ -91,13 +97,27 @@ func (c *nodeCache) forget(key client.ObjectKey) {
 	delete(c.zonesAt, key)
 }
 
-// trimNodes keeps of each node what resources.Schedulable reads.
-func trimNodes(nodes []corev1.Node) []corev1.Node {
-	out := make([]corev1.Node, len(nodes))
-	for i, n := range nodes {
-		out[i] = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}, Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}
+// nodesPage bounds one LIST of nodes: a Node with its status (images,
+// conditions) is tens of KiB, so a large cluster is read in pages and only
+// what resources.Schedulable reads is kept (name, labels, taints).
+const nodesPage = 500
+
+// listNodes reads every node, nodesPage at a time.
+func listNodes(ctx context.Context, r client.Reader) ([]corev1.Node, error) {
+	var out []corev1.Node
+	cont := ""
+	for {
+		var list corev1.NodeList
+		if err := r.List(ctx, &list, client.Limit(nodesPage), client.Continue(cont)); err != nil {
+			return nil, err
+		}
+		for _, n := range list.Items {
+			out = append(out, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}, Spec: corev1.NodeSpec{Taints: n.Spec.Taints}})
+		}
+		if cont = list.Continue; cont == "" {
+			return out, nil
+		}
 	}
-	return out
 }
 
 // placeShards decides each shard's placement (s.placement) before the

@@ -121,3 +121,41 @@ func TestPlaceShards(t *testing.T) {
 		t.Fatalf("a shard that requires both rules got %+v", s.placement[1])
 	}
 }
+
+// TestListNodesPages: the nodes are read nodesPage at a time, following
+// the continue token to the last page, and only name, labels and taints
+// are kept.
+func TestListNodesPages(t *testing.T) {
+	var limits []int64
+	pages := map[string]struct {
+		names []string
+		next  string
+	}{"": {[]string{"a", "b"}, "p2"}, "p2": {[]string{"c"}, ""}}
+	cl := interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).Build(), interceptor.Funcs{
+		List: func(_ context.Context, _ client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			o := (&client.ListOptions{}).ApplyOptions(opts)
+			limits = append(limits, o.Limit)
+			page := pages[o.Continue]
+			nl := list.(*corev1.NodeList)
+			for _, n := range page.names {
+				nl.Items = append(nl.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"l": n},
+					Annotations: map[string]string{"big": "status"}}, Status: corev1.NodeStatus{Phase: corev1.NodeRunning}})
+			}
+			nl.Continue = page.next
+			return nil
+		}})
+	nodes, err := listNodes(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+		if n.Annotations != nil || n.Status.Phase != "" || n.Labels["l"] != n.Name {
+			t.Errorf("node %s kept %+v", n.Name, n)
+		}
+	}
+	if fmt.Sprint(names) != "[a b c]" || fmt.Sprint(limits) != fmt.Sprintf("[%d %d]", nodesPage, nodesPage) {
+		t.Errorf("read %v with limits %v, want [a b c] in two pages of %d", names, limits, nodesPage)
+	}
+}

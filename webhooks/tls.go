@@ -10,7 +10,12 @@ import (
 // validateTLSUpdate refuses turning spec.tls.enabled on or off for an
 // existing cluster: its pods restart one by one, and a node serving TLS on
 // the bus (tls-cluster yes) and one that does not cannot talk to each other,
-// so the cluster would split while the roll lasts.
+// so the cluster would split while the roll lasts. Switching live instead
+// (Redis 7.0 takes tls-port, tls-cluster and port by CONFIG SET) does not
+// help clients: 7.0 announces one client port to all of them, the TLS port
+// with tls-cluster yes and the plain one without, so one kind of cluster
+// client is redirected to a port it cannot speak (checked against
+// redis-server 7.0.15; see the README's Known limitations).
 func validateTLSUpdate(old, new *cachev1beta1.RedisClusterSpec, p *field.Path, r *result) {
 	if old.TLSEnabled() != new.TLSEnabled() {
 		r.add(field.Forbidden(p.Child("enabled"),
