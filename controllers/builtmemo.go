@@ -13,8 +13,9 @@ import (
 // builtStatefulSets remembers, per cluster, the StatefulSets the builder
 // made from one resourceVersion of the RedisCluster and one
 // resources.Placement. resources.StatefulSet is a pure function of the
-// RedisCluster (its metadata and spec, never its status) and the placement,
-// and every change of those gives a new resourceVersion, so an
+// RedisCluster (its metadata and spec, never its status) and the placement;
+// every change of the former gives a new resourceVersion and a shard's
+// build is kept with its placement, so an
 // idle cluster's passes reuse one build per shard instead of encoding each
 // pod template to JSON three times (TemplateHash for the template, the
 // applied hash of the whole StatefulSet, TemplateHash again for the pods).

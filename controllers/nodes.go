@@ -123,7 +123,7 @@ func listNodes(ctx context.Context, r client.Reader) ([]corev1.Node, error) {
 // placeShards decides each shard's placement (s.placement) before the
 // StatefulSets are applied. A rule the nodes allow (nodeCache.placement)
 // is taken up by a shard whose StatefulSet is new or already requires it;
-// a live shard that does not yet requires it takes it up only when its
+// a live shard that does not require it yet takes it up only when its
 // pods already keep it (every pod scheduled, on distinct nodes, or in
 // distinct zones), so that the roll to the new template never has to move
 // a pod off its node or zone: a zonal or node-bound volume could not
@@ -149,8 +149,7 @@ func (r *RedisClusterReconciler) placeShards(ctx context.Context, s *scope) erro
 		}
 		if byShard == nil {
 			var pods corev1.PodList
-			if err := r.Client.List(ctx, &pods, client.InNamespace(s.rc.Namespace),
-				client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+			if err := r.Client.List(ctx, &pods, client.InNamespace(s.rc.Namespace), managedBy(s.rc)); err != nil {
 				return fmt.Errorf("listing pods: %w", err)
 			}
 			byShard = map[string][]corev1.Pod{}
@@ -159,7 +158,8 @@ func (r *RedisClusterReconciler) placeShards(ctx context.Context, s *scope) erro
 			}
 		}
 		pods := byShard[strconv.Itoa(i)]
-		nodesApart, zonesApart := len(pods) == 1+int(s.rc.Spec.ReplicasPerShard), len(pods) == 1+int(s.rc.Spec.ReplicasPerShard)
+		all := len(pods) == 1+int(s.rc.Spec.ReplicasPerShard)
+		nodesApart, zonesApart := all, all
 		nodes, zones := map[string]bool{}, map[string]bool{}
 		for _, pod := range pods {
 			node := pod.Spec.NodeName
