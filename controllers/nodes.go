@@ -31,15 +31,18 @@ const (
 
 // nodeCache reads the nodes (uncached, at most once per nodesTTL; the
 // operator does not watch nodes) and decides each cluster's
-// resources.Placement from them. When the nodes cannot be listed (the
+// resources.Placement from them. Until one read has succeeded (the
 // operator may not list nodes, as in a namespaced install whose cluster
-// role lacks it) and never could, the placement is the zero one: the shard
-// rule stays preferred. Safe for concurrent use; the zero value is ready.
+// role lacks it, or the API server failed) the placement is unknown, and
+// placeShards keeps what each live StatefulSet has. Safe for concurrent
+// use; the zero value is ready.
 type nodeCache struct {
 	mu     sync.Mutex
 	readAt time.Time
-	nodes  []corev1.Node // name, labels and taints only
-	listed bool          // nodes holds one successful read
+	// reading is closed when the read in flight ends; nil when none is.
+	reading chan struct{}
+	nodes   []corev1.Node // name, labels and taints only
+	listed  bool          // nodes holds one successful read
 	// nodesAt and zonesAt are, per cluster, when its schedulable nodes and
 	// their zones were last at least as many as a shard has pods.
 	nodesAt, zonesAt map[client.ObjectKey]time.Time
@@ -48,25 +51,41 @@ type nodeCache struct {
 // placement returns rc's placement at now: ShardNodesRequired while the
 // nodes that can run its pods (resources.Schedulable) number at least
 // 1 + spec.replicasPerShard, or did within nodesHold; ShardZonesRequired
-// likewise for the zones of those nodes.
-func (c *nodeCache) placement(ctx context.Context, r client.Reader, rc *cachev1beta1.RedisCluster, now time.Time) resources.Placement {
+// likewise for the zones of those nodes. known is false while no read of
+// the nodes has succeeded. A pass that finds the first read in flight
+// waits for it (or for ctx), so the passes of an operator that has just
+// started all see the nodes.
+func (c *nodeCache) placement(ctx context.Context, r client.Reader, rc *cachev1beta1.RedisCluster, now time.Time) (p resources.Placement, known bool) {
 	c.mu.Lock()
-	read := now.Sub(c.readAt) >= nodesTTL
-	if read {
+	var done chan struct{}
+	if now.Sub(c.readAt) >= nodesTTL && c.reading == nil {
 		c.readAt = now // the others use what is there meanwhile
+		done = make(chan struct{})
+		c.reading = done
 	}
+	wait := c.reading
+	listed := c.listed
 	c.mu.Unlock()
-	if read {
-		if nodes, err := listNodes(ctx, r); err == nil {
-			c.mu.Lock()
+	switch {
+	case done != nil:
+		nodes, err := listNodes(ctx, r)
+		c.mu.Lock()
+		if err == nil {
 			c.nodes, c.listed = nodes, true
-			c.mu.Unlock()
+		}
+		c.reading = nil
+		c.mu.Unlock()
+		close(done)
+	case !listed && wait != nil:
+		select {
+		case <-wait:
+		case <-ctx.Done():
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.listed {
-		return resources.Placement{}
+		return resources.Placement{}, false
 	}
 	key := client.ObjectKeyFromObject(rc)
 	pods := 1 + int(rc.Spec.ReplicasPerShard)
@@ -74,7 +93,7 @@ func (c *nodeCache) placement(ctx context.Context, r client.Reader, rc *cachev1b
 	return resources.Placement{
 		ShardNodesRequired: held(&c.nodesAt, key, nodes >= pods, now),
 		ShardZonesRequired: held(&c.zonesAt, key, zones >= pods, now),
-	}
+	}, true
 }
 
 // held records in (*at)[key] that enough holds at now, and reports whether
@@ -127,9 +146,11 @@ func listNodes(ctx context.Context, r client.Reader) ([]corev1.Node, error) {
 // pods already keep it (every pod scheduled, on distinct nodes, or in
 // distinct zones), so that the roll to the new template never has to move
 // a pod off its node or zone: a zonal or node-bound volume could not
-// follow, and the pod would stay Pending.
+// follow, and the pod would stay Pending. While the nodes were never read
+// (nodeCache.placement not known) every live shard keeps the rules its
+// StatefulSet has and a new one gets none required.
 func (r *RedisClusterReconciler) placeShards(ctx context.Context, s *scope) error {
-	allowed := r.nodes.placement(ctx, r.reader(), s.rc, s.now)
+	allowed, known := r.nodes.placement(ctx, r.reader(), s.rc, s.now)
 	s.placement = map[int]resources.Placement{}
 	var byShard map[string][]corev1.Pod // listed once, only when needed
 	for i := range int(s.rc.Spec.Shards) {
@@ -140,10 +161,20 @@ func (r *RedisClusterReconciler) placeShards(ctx context.Context, s *scope) erro
 	}
 	for i, p := range s.placement {
 		live := s.statefulSets[i]
-		if live == nil || p == (resources.Placement{}) {
+		if live == nil {
 			continue
 		}
 		have := resources.PlacementOf(live)
+		if !known {
+			// The nodes were never read: a live shard keeps its rules,
+			// so an operator that cannot list nodes, or has not yet,
+			// rolls nothing.
+			s.placement[i] = have
+			continue
+		}
+		if p == (resources.Placement{}) {
+			continue
+		}
 		if (!p.ShardNodesRequired || have.ShardNodesRequired) && (!p.ShardZonesRequired || have.ShardZonesRequired) {
 			continue
 		}

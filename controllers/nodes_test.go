@@ -43,10 +43,10 @@ func TestNodePlacement(t *testing.T) {
 	}
 	var c nodeCache
 	now := time.Now()
-	if p := c.placement(ctx, cl, rc(1), now); !p.ShardNodesRequired || !p.ShardZonesRequired {
+	if p, _ := c.placement(ctx, cl, rc(1), now); !p.ShardNodesRequired || !p.ShardZonesRequired {
 		t.Errorf("2 nodes in 2 zones, 2 pods per shard: %+v", p)
 	}
-	if p := c.placement(ctx, cl, rc(2), now.Add(time.Second)); p.ShardNodesRequired || p.ShardZonesRequired {
+	if p, _ := c.placement(ctx, cl, rc(2), now.Add(time.Second)); p.ShardNodesRequired || p.ShardZonesRequired {
 		t.Errorf("2 nodes in 2 zones, 3 pods per shard: %+v", p)
 	}
 	if lists != 1 {
@@ -56,10 +56,10 @@ func TestNodePlacement(t *testing.T) {
 	if err := cl.Delete(ctx, node("b")); err != nil {
 		t.Fatal(err)
 	}
-	if p := c.placement(ctx, cl, rc(1), now.Add(nodesTTL)); !p.ShardNodesRequired || !p.ShardZonesRequired {
+	if p, _ := c.placement(ctx, cl, rc(1), now.Add(nodesTTL)); !p.ShardNodesRequired || !p.ShardZonesRequired {
 		t.Errorf("a node gone for %s: %+v, want both still required", nodesTTL, p)
 	}
-	if p := c.placement(ctx, cl, rc(1), now.Add(nodesHold)); p.ShardNodesRequired || p.ShardZonesRequired {
+	if p, _ := c.placement(ctx, cl, rc(1), now.Add(nodesHold)); p.ShardNodesRequired || p.ShardZonesRequired {
 		t.Errorf("a node gone for %s: %+v, want neither required", nodesHold, p)
 	}
 	if lists != 3 {
@@ -71,8 +71,44 @@ func TestNodePlacement(t *testing.T) {
 			return errors.New("nodes is forbidden")
 		}})
 	var none nodeCache
-	if p := none.placement(ctx, forbidden, rc(1), now); p != (resources.Placement{}) {
-		t.Errorf("nodes not listable: %+v", p)
+	if p, known := none.placement(ctx, forbidden, rc(1), now); p != (resources.Placement{}) || known {
+		t.Errorf("nodes not listable: %+v, known %v", p, known)
+	}
+}
+
+// TestNodePlacementFirstRead: passes that come while the first read of the
+// nodes is in flight (an operator just started, several workers) wait for
+// it instead of taking the unknown placement.
+func TestNodePlacementFirstRead(t *testing.T) {
+	ctx := context.Background()
+	release := make(chan struct{})
+	cl := interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}).Build(),
+		interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			<-release
+			return c.List(ctx, list, opts...)
+		}})
+	var c nodeCache
+	now := time.Now()
+	type answer struct {
+		p     resources.Placement
+		known bool
+	}
+	answers := make(chan answer, 4)
+	for i := range 4 {
+		rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("c%d", i)},
+			Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+		go func() {
+			p, known := c.placement(ctx, cl, rc, now)
+			answers <- answer{p, known}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // the four passes are in placement
+	close(release)
+	for range 4 {
+		if a := <-answers; !a.known || !a.p.ShardNodesRequired {
+			t.Errorf("a pass during the first read: %+v known %v, want the nodes' placement", a.p, a.known)
+		}
 	}
 }
 
@@ -119,6 +155,24 @@ func TestPlaceShards(t *testing.T) {
 	}
 	if s.placement[1] != both {
 		t.Fatalf("a shard that requires both rules got %+v", s.placement[1])
+	}
+
+	// Nodes never read (not listable): live shards keep their rules, a new
+	// one requires none.
+	forbidden := interceptor.NewClient(cl, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*corev1.NodeList); ok {
+			return errors.New("nodes is forbidden")
+		}
+		return c.List(ctx, list, opts...)
+	}})
+	r = &RedisClusterReconciler{Client: forbidden, APIReader: forbidden}
+	s.statefulSets[0] = resources.StatefulSet(rc, 0, resources.Placement{})
+	if err := r.placeShards(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	want = map[int]resources.Placement{0: {}, 1: both, 2: {}}
+	if !maps.Equal(s.placement, want) {
+		t.Fatalf("nodes never read: placement %v, want %v", s.placement, want)
 	}
 }
 
