@@ -25,10 +25,14 @@ func TestReconcileScaleOutWithADownReplica(t *testing.T) {
 	d.Shards[1].Nodes[1] = Endpoint{Name: "s1-1", Down: "Pending"}
 	// The controller requeues a pass that ends waiting for gossip to
 	// agree (a replica that has not heard of a slot's new owner yet, on a
-	// busy machine longer than WaitBudget); so does this test, until a
-	// pass ends Settled or does something else than wait.
+	// busy machine longer than WaitBudget; the controller looks again after
+	// busyRequeue, 5 s); so does this test, a second apart, until a pass
+	// ends Settled or does something else than wait. A pass waiting on a
+	// Down node returns at once, so without the pause ten passes could all
+	// come before a replica hears the last moved slots' new owner.
 	res, err := c.tryReconcile(d, nil, 3*time.Minute)
 	for i := 0; i < 10 && errors.Is(err, ErrNotReady) && res != nil && !res.Settled; i++ {
+		time.Sleep(time.Second)
 		res, err = c.tryReconcile(d, nil, 3*time.Minute)
 	}
 	if !errors.Is(err, ErrNotReady) || res == nil || !res.Settled || strings.Join(res.WaitingFor, ",") != "s1-1" {

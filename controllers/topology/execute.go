@@ -251,7 +251,7 @@ func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *
 		if err := e.bindUnbound(ctx, c, n, t, slots); err != nil {
 			return err
 		}
-		if _, err := e.drainKeys(ctx, c, n, t, slots, nil); err != nil {
+		if _, err := e.drainKeys(ctx, c, n, t, slots, nil, e.opts.MigrateRoundBytes); err != nil {
 			return err
 		}
 	}
@@ -315,18 +315,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// runMoves runs migrations concurrently, at most MigrateParallel at a time, never two that
-// share a node: each source→target pair is independent of the others running.
+// runMoves runs migrations concurrently, at most MigrateParallel at a time. A node is the
+// source of one running move at most and never a source and a target at once; several moves
+// may share a target, so a scale-out that fills one new master from every other master runs
+// those moves side by side (each slot keeps its own MIGRATING/IMPORTING pair, and a master
+// may import several slots from different sources at once: CLUSTER SETSLOT docs). Moves
+// from or to a node serving clients pipeline one MIGRATE at a time (servingClients).
 func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, moves []Step, tr *tracker) error {
 	total := 0
 	for _, m := range moves {
 		total += countRanges(m.Slots)
 	}
 	tr.update(func(p *Progress) { p.SlotsTotal += total })
+	serving := e.servingClients(ctx, c, view, moves)
 	var (
 		mu      sync.Mutex
 		cond    = sync.NewCond(&mu)
-		busy    = map[string]bool{}
+		sources = map[string]bool{}
+		targets = map[string]int{}
 		running int
 		errs    []error
 		pending = append([]Step(nil), moves...)
@@ -342,7 +348,7 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 		idx := -1
 		if running < e.opts.MigrateParallel {
 			for i, m := range pending {
-				if !busy[m.Node] && !busy[m.Target] {
+				if !sources[m.Node] && targets[m.Node] == 0 && !sources[m.Target] {
 					idx = i
 					break
 				}
@@ -354,13 +360,17 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 		}
 		m := pending[idx]
 		pending = append(pending[:idx:idx], pending[idx+1:]...)
-		busy[m.Node], busy[m.Target] = true, true
+		sources[m.Node] = true
+		targets[m.Target]++
 		running++
 		go func() {
-			err := e.moveStep(ctx, c, view, m, tr)
+			err := e.moveStep(ctx, c, view, m, serving, tr)
 			mu.Lock()
 			defer mu.Unlock()
-			busy[m.Node], busy[m.Target] = false, false
+			delete(sources, m.Node)
+			if targets[m.Target]--; targets[m.Target] == 0 {
+				delete(targets, m.Target)
+			}
 			running--
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", m, err))
@@ -375,7 +385,7 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 	return ctx.Err()
 }
 
-func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m Step, tr *tracker) error {
+func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m Step, serving map[string]bool, tr *tracker) error {
 	src, err := node(view, m.Node)
 	if err != nil {
 		return err
@@ -390,8 +400,10 @@ func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m St
 			others = append(others, n)
 		}
 	}
-	e.log.Info("Migrating slots", "from", src.Endpoint.Name, "to", dst.Endpoint.Name, "slots", FormatRanges(m.Slots), "reason", m.Reason)
-	return e.moveSlots(ctx, c, src, dst, others, expand(m.Slots), tr)
+	round := e.roundBytes(serving, src, dst)
+	e.log.Info("Migrating slots", "from", src.Endpoint.Name, "to", dst.Endpoint.Name, "slots", FormatRanges(m.Slots), "reason", m.Reason,
+		"servingClients", round < e.opts.MigrateRoundBytes)
+	return e.moveSlots(ctx, c, src, dst, others, expand(m.Slots), round, tr)
 }
 
 // selfRecord reads a node's own CLUSTER NODES entry now.

@@ -34,9 +34,10 @@ func (e *Engine) migrateTimeout(n, t *NodeView) time.Duration {
 // pass reads up to MigrateBatch key names per slot (pipelined CLUSTER GETKEYSINSLOT) and
 // their sizes (pipelined MEMORY USAGE), cuts them into MIGRATE ... KEYS batches of at most
 // MigrateBatch keys and MigrateBatchBytes bytes (a larger key goes alone), and sends the
-// batches pipelined in chunks of at most MigrateRoundBytes: the source runs a chunk's
-// MIGRATEs back to back in its event loop, so the chunk bounds how long it serves nobody
-// else. ctx is checked between chunks; commands run to completion once sent.
+// batches pipelined in chunks of at most roundBytes (a chunk holds one batch at least): the
+// source runs a chunk's MIGRATEs back to back in its event loop, so the chunk bounds how
+// long it serves nobody else. ctx is checked between chunks; commands run to completion
+// once sent.
 //
 // MIGRATE runs without REPLACE, so a key that already exists on t is never overwritten
 // blindly: Redis answers BUSYKEY for it (the other keys of the batch still move), and
@@ -45,7 +46,7 @@ func (e *Engine) migrateTimeout(n, t *NodeView) time.Duration {
 //
 // first, when not nil, holds the CLUSTER GETKEYSINSLOT replies for slots already read (the
 // caller pipelined them with its own commands) and serves the first pass.
-func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots []int, first []*redis.StringSliceCmd) (int64, error) {
+func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots []int, first []*redis.StringSliceCmd, roundBytes int64) (int64, error) {
 	host, port, err := net.SplitHostPort(t.Endpoint.Addr)
 	if err != nil {
 		return 0, err
@@ -68,7 +69,7 @@ func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots 
 				return moved, err
 			}
 			k, bytes := 1, batches[0].bytes
-			for k < len(batches) && bytes+batches[k].bytes <= e.opts.MigrateRoundBytes {
+			for k < len(batches) && bytes+batches[k].bytes <= roundBytes {
 				bytes += batches[k].bytes
 				k++
 			}

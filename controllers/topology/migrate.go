@@ -25,7 +25,7 @@ import (
 // the round in flight are then settled (settleRound) — finished where keys of theirs
 // already reached dst or none is left on src, rolled back otherwise — so no slot is left
 // open, and moveSlots returns ctx.Err().
-func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, tr *tracker) error {
+func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, roundBytes int64, tr *tracker) error {
 	srcSelf, err := e.selfRecord(ctx, c, src)
 	if err != nil {
 		return err
@@ -35,7 +35,7 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		return err
 	}
 	m := &move{c: c, src: src, dst: dst, srcSelf: srcSelf, dstSelf: dstSelf,
-		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...)}
+		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), roundBytes: roundBytes}
 	// Telling the other masters is optional (gossip spreads it too): it overlaps the next
 	// round instead of delaying it.
 	var announced sync.WaitGroup
@@ -71,6 +71,7 @@ type move struct {
 	src, dst         *NodeView
 	srcSelf, dstSelf *NodeRecord
 	srcOwns, dstOwns SlotSet
+	roundBytes       int64 // MIGRATE bytes pipelined at once (Engine.roundBytes)
 }
 
 func (m *move) clients() (*redis.Client, *redis.Client) {
@@ -111,7 +112,7 @@ func (e *Engine) moveRound(ctx context.Context, m *move, round []int) (int64, []
 	if err := execPipe(cctx, pipe, m.src.Endpoint.Name); err != nil {
 		return 0, nil, err
 	}
-	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets)
+	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets, m.roundBytes)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			more, finished, serr := e.settleRound(ctx, m, round)
@@ -174,7 +175,7 @@ func (e *Engine) finishSlots(ctx context.Context, m *move, slots []int) (int64, 
 		if len(again) == 0 {
 			break
 		}
-		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil)
+		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil, m.roundBytes)
 		keys += more
 		if err != nil {
 			return keys, err
@@ -218,7 +219,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		"finishing", FormatRanges(RangesOf(finish)), "rollingBack", FormatRanges(RangesOf(back)))
 	var keys int64
 	if len(finish) > 0 {
-		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil)
+		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil, m.roundBytes)
 		keys += moved
 		if err != nil {
 			return keys, nil, err
@@ -233,7 +234,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		if err := e.setStable(sctx, dstCl, m.dst.Endpoint.Name, back); err != nil {
 			return keys, finish, err
 		}
-		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil); err != nil {
+		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil, m.roundBytes); err != nil {
 			return keys, finish, err
 		}
 		if err := e.setStable(sctx, srcCl, m.src.Endpoint.Name, back); err != nil {

@@ -42,6 +42,9 @@ func New(opts Options) *Engine {
 	if opts.MigrateRoundBytes <= 0 {
 		opts.MigrateRoundBytes = 8 << 20
 	}
+	if opts.MigrateServingOps <= 0 {
+		opts.MigrateServingOps = 10
+	}
 	if opts.MigrateTimeout <= 0 {
 		opts.MigrateTimeout = 30 * time.Second
 	}

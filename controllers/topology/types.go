@@ -256,6 +256,11 @@ type Options struct {
 	// how long it answers neither clients nor the cluster bus. Cancellation is honoured
 	// between such chunks.
 	MigrateRoundBytes int64
+	// MigrateServingOps is the rate (commands per second, INFO stats
+	// instantaneous_ops_per_sec) from which a node counts as serving clients; a move from or
+	// to such a node pipelines one MIGRATE at a time instead of MigrateRoundBytes, trading
+	// some speed for its clients' latency (default 10).
+	MigrateServingOps int64
 	// MigrateTimeout is MIGRATE's timeout argument, the longest the source waits on the
 	// target for one read or write (default 30 s); it is capped at a quarter of the nodes'
 	// cluster-node-timeout, so a stalled target cannot make the source look failed.
@@ -263,8 +268,9 @@ type Options struct {
 	// MigrateSlotsPerRound is how many slots of one move are handled together: their
 	// SETSLOT, GETKEYSINSLOT and MIGRATE commands are pipelined (default 64).
 	MigrateSlotsPerRound int
-	// MigrateParallel bounds the moves that run at once; moves that share a node never run
-	// together (default 4).
+	// MigrateParallel bounds the moves that run at once (default 4). A node is the source of
+	// one running move at most and never a source and a target at once; moves may share a
+	// target.
 	MigrateParallel int
 	// PollInterval is how long Reconcile sleeps while waiting for Redis to settle (gossip,
 	// failover, replica sync). Default 200 ms.
