@@ -315,12 +315,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// runMoves runs migrations concurrently, at most MigrateParallel at a time. A node is the
+// runMoves runs migrations concurrently, at most pace.parallel at a time. A node is the
 // source of one running move at most and never a source and a target at once; several moves
 // may share a target, so a scale-out that fills one new master from every other master runs
 // those moves side by side (each slot keeps its own MIGRATING/IMPORTING pair, and a master
-// may import several slots from different sources at once: CLUSTER SETSLOT docs). Moves
-// from or to a node serving clients pipeline one MIGRATE at a time (servingClients).
+// may import several slots from different sources at once: CLUSTER SETSLOT docs). When a
+// node the moves touch serves clients, they run at the gentle pace instead (Engine.pace).
 func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, moves []Step, tr *tracker) error {
 	total := 0
 	for _, m := range moves {
@@ -328,6 +328,10 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 	}
 	tr.update(func(p *Progress) { p.SlotsTotal += total })
 	serving := e.servingClients(ctx, c, view, moves)
+	pace := e.pace(serving)
+	if len(serving) > 0 {
+		e.log.Info("Moving slots one at a time: nodes serve clients", "nodes", serving)
+	}
 	var (
 		mu      sync.Mutex
 		cond    = sync.NewCond(&mu)
@@ -346,7 +350,7 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 			break
 		}
 		idx := -1
-		if running < e.opts.MigrateParallel {
+		if running < pace.parallel {
 			for i, m := range pending {
 				if !sources[m.Node] && targets[m.Node] == 0 && !sources[m.Target] {
 					idx = i
@@ -364,7 +368,7 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 		targets[m.Target]++
 		running++
 		go func() {
-			err := e.moveStep(ctx, c, view, m, serving, tr)
+			err := e.moveStep(ctx, c, view, m, pace, tr)
 			mu.Lock()
 			defer mu.Unlock()
 			delete(sources, m.Node)
@@ -385,7 +389,7 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 	return ctx.Err()
 }
 
-func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m Step, serving map[string]bool, tr *tracker) error {
+func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m Step, pace migratePace, tr *tracker) error {
 	src, err := node(view, m.Node)
 	if err != nil {
 		return err
@@ -400,10 +404,8 @@ func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m St
 			others = append(others, n)
 		}
 	}
-	round := e.roundBytes(serving, src, dst)
-	e.log.Info("Migrating slots", "from", src.Endpoint.Name, "to", dst.Endpoint.Name, "slots", FormatRanges(m.Slots), "reason", m.Reason,
-		"servingClients", round < e.opts.MigrateRoundBytes)
-	return e.moveSlots(ctx, c, src, dst, others, expand(m.Slots), round, tr)
+	e.log.Info("Migrating slots", "from", src.Endpoint.Name, "to", dst.Endpoint.Name, "slots", FormatRanges(m.Slots), "reason", m.Reason)
+	return e.moveSlots(ctx, c, src, dst, others, expand(m.Slots), pace, tr)
 }
 
 // selfRecord reads a node's own CLUSTER NODES entry now.

@@ -11,7 +11,7 @@ import (
 )
 
 // moveSlots migrates slots from src to dst following the spec's "Live resharding" order,
-// MigrateSlotsPerRound slots per pipelined round:
+// pace.slotsPerRound slots per pipelined round:
 //
 //  1. CLUSTER SETSLOT <slot> IMPORTING <src-id> on dst (so dst accepts ASK-redirected
 //     commands before src starts redirecting);
@@ -25,7 +25,7 @@ import (
 // the round in flight are then settled (settleRound) — finished where keys of theirs
 // already reached dst or none is left on src, rolled back otherwise — so no slot is left
 // open, and moveSlots returns ctx.Err().
-func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, roundBytes int64, tr *tracker) error {
+func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, pace migratePace, tr *tracker) error {
 	srcSelf, err := e.selfRecord(ctx, c, src)
 	if err != nil {
 		return err
@@ -35,12 +35,12 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		return err
 	}
 	m := &move{c: c, src: src, dst: dst, srcSelf: srcSelf, dstSelf: dstSelf,
-		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), roundBytes: roundBytes}
+		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), pace: pace}
 	// Telling the other masters is optional (gossip spreads it too): it overlaps the next
 	// round instead of delaying it.
 	var announced sync.WaitGroup
 	defer announced.Wait()
-	per := e.opts.MigrateSlotsPerRound
+	per := pace.slotsPerRound
 	for start := 0; start < len(slots); start += per {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -71,7 +71,7 @@ type move struct {
 	src, dst         *NodeView
 	srcSelf, dstSelf *NodeRecord
 	srcOwns, dstOwns SlotSet
-	roundBytes       int64 // MIGRATE bytes pipelined at once (Engine.roundBytes)
+	pace             migratePace
 }
 
 func (m *move) clients() (*redis.Client, *redis.Client) {
@@ -112,7 +112,7 @@ func (e *Engine) moveRound(ctx context.Context, m *move, round []int) (int64, []
 	if err := execPipe(cctx, pipe, m.src.Endpoint.Name); err != nil {
 		return 0, nil, err
 	}
-	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets, m.roundBytes)
+	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets, m.pace.roundBytes)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			more, finished, serr := e.settleRound(ctx, m, round)
@@ -175,7 +175,7 @@ func (e *Engine) finishSlots(ctx context.Context, m *move, slots []int) (int64, 
 		if len(again) == 0 {
 			break
 		}
-		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil, m.roundBytes)
+		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil, m.pace.roundBytes)
 		keys += more
 		if err != nil {
 			return keys, err
@@ -219,7 +219,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		"finishing", FormatRanges(RangesOf(finish)), "rollingBack", FormatRanges(RangesOf(back)))
 	var keys int64
 	if len(finish) > 0 {
-		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil, m.roundBytes)
+		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil, m.pace.roundBytes)
 		keys += moved
 		if err != nil {
 			return keys, nil, err
@@ -234,7 +234,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		if err := e.setStable(sctx, dstCl, m.dst.Endpoint.Name, back); err != nil {
 			return keys, finish, err
 		}
-		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil, m.roundBytes); err != nil {
+		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil, m.pace.roundBytes); err != nil {
 			return keys, finish, err
 		}
 		if err := e.setStable(sctx, srcCl, m.src.Endpoint.Name, back); err != nil {

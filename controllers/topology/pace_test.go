@@ -2,15 +2,16 @@ package topology
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
-// A node answering a client's steady commands counts as serving clients and makes its moves
-// pipeline one MIGRATE at a time; an idle node does not, and a move between idle nodes keeps
-// MigrateRoundBytes.
+// A node answering a client's steady commands counts as serving clients and puts the moves
+// touching it at the gentle pace; idle nodes do not, and moves between them keep the full
+// pace of Options.
 func TestServingClients(t *testing.T) {
 	nodes := redistest.Start(t, 3, redistest.Options{})
 	e := New(Options{})
@@ -32,17 +33,17 @@ func TestServingClients(t *testing.T) {
 	defer c.close()
 	moves := []Step{{Kind: StepMigrate, Node: "idle", Target: "busy"}, {Kind: StepMigrate, Node: "idle", Target: "idle2"}}
 	serving := e.servingClients(ctx, c, view, moves)
-	if !serving[nodes[1].Addr()] || serving[nodes[0].Addr()] || serving[nodes[2].Addr()] {
-		t.Fatalf("serving clients: %v, want only busy (%s)", serving, nodes[1].Addr())
+	if !slices.Equal(serving, []string{"busy"}) {
+		t.Fatalf("serving clients: %v, want [busy]", serving)
 	}
-	idle, busy, idle2 := view.Node("idle"), view.Node("busy"), view.Node("idle2")
-	if got := e.roundBytes(serving, idle, busy); got != 1 {
-		t.Errorf("move to the busy node pipelines %d bytes, want 1 (one MIGRATE at a time)", got)
+	if got, want := e.pace(serving), (migratePace{parallel: 1, slotsPerRound: 1, roundBytes: 1}); got != want {
+		t.Errorf("pace with busy serving: %+v, want %+v", got, want)
 	}
-	if got := e.roundBytes(serving, busy, idle); got != 1 {
-		t.Errorf("move from the busy node pipelines %d bytes, want 1 (one MIGRATE at a time)", got)
+	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {
+		t.Fatalf("serving clients among idle and idle2: %v, want none", got)
 	}
-	if got := e.roundBytes(serving, idle, idle2); got != e.opts.MigrateRoundBytes {
-		t.Errorf("move between idle nodes pipelines %d bytes, want MigrateRoundBytes %d", got, e.opts.MigrateRoundBytes)
+	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes}
+	if got := e.pace(nil); got != full {
+		t.Errorf("pace with no node serving: %+v, want %+v", got, full)
 	}
 }

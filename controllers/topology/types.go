@@ -257,9 +257,10 @@ type Options struct {
 	// between such chunks.
 	MigrateRoundBytes int64
 	// MigrateServingOps is the rate (commands per second, INFO stats
-	// instantaneous_ops_per_sec) from which a node counts as serving clients; a move from or
-	// to such a node pipelines one MIGRATE at a time instead of MigrateRoundBytes, trading
-	// some speed for its clients' latency (default 10).
+	// instantaneous_ops_per_sec) from which a node counts as serving clients; moves touching
+	// such a node run one at a time, one slot per round and one MIGRATE in flight, instead of
+	// at MigrateParallel, MigrateSlotsPerRound and MigrateRoundBytes, trading speed for their
+	// clients' latency (default 10).
 	MigrateServingOps int64
 	// MigrateTimeout is MIGRATE's timeout argument, the longest the source waits on the
 	// target for one read or write (default 30 s); it is capped at a quarter of the nodes'
