@@ -36,8 +36,9 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 	}
 	m := &move{c: c, src: src, dst: dst, srcSelf: srcSelf, dstSelf: dstSelf,
 		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), pace: pace}
-	// Telling the other masters is optional (gossip spreads it too): it overlaps the next
-	// round instead of delaying it.
+	// Telling the other masters is optional (gossip spreads it too): at the full pace it
+	// overlaps the next round instead of delaying it; at the gentle pace it comes between
+	// rounds, so the nodes never serve two of the move's commands at once.
 	var announced sync.WaitGroup
 	defer announced.Wait()
 	per := pace.slotsPerRound
@@ -47,7 +48,10 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		}
 		round := slots[start:min(start+per, len(slots))]
 		keys, finished, err := e.moveRound(ctx, m, round)
-		if len(finished) > 0 {
+		switch {
+		case len(finished) > 0 && !pace.overlapAnnounce:
+			e.announce(ctx, c, others, dst.ID, finished)
+		case len(finished) > 0:
 			announced.Add(1)
 			go func() {
 				defer announced.Done()

@@ -12,21 +12,24 @@ type migratePace struct {
 	parallel      int   // moves running at once
 	slotsPerRound int   // slots one move handles together (SETSLOT, GETKEYSINSLOT pipelined)
 	roundBytes    int64 // MIGRATE bytes pipelined to a source at once; a chunk holds one batch at least
+	// overlapAnnounce tells the other masters a round's new owner while the next round runs.
+	overlapAnnounce bool
 }
 
 // pace is the pace of moves: as fast as Options allow (MigrateParallel, MigrateSlotsPerRound,
-// MigrateRoundBytes) while no node they touch serves clients, and otherwise one move at a
-// time, one slot per round and one MIGRATE in flight, as redis-cli --cluster rebalance moves,
-// so that a client's command waits behind one small command at most. Measured on 2 quiet
-// cores under 5 000 writes/s of 100 B (BenchmarkReshardUnderLoad): 3→4 masters with 200 000
-// keys took 4.1 s with write p99 2.2 ms at this pace against redis-cli's 5.2 s and 2.5 ms,
-// and 0.8 s with p99 9 ms at the full pace; 4→8 took 8.9 s, p99 2.7 ms, against 16.4 s and
-// 2.6 ms, and 2.1 s with p99 18 ms at the full pace.
+// MigrateRoundBytes) while no node they touch serves clients, and otherwise gentle, as
+// redis-cli --cluster rebalance moves: one move at a time, one slot per round, one MIGRATE in
+// flight and the other masters told between rounds, so that a client's command waits behind
+// one small command at most. Measured on 2 quiet cores under 5 000 writes/s of 100 B
+// (BenchmarkReshardUnderLoad, 200 000 keys): 3→4 masters took 5.1 s with write p99 2.1 ms
+// against redis-cli's 5.5 s and 2.6 ms (0.9 s and 9 ms at the full pace); 4→8 took 12.4 s,
+// p99 2.4 ms, against 17.0 s and 2.7 ms (2.1 s and 18 ms at the full pace).
 func (e *Engine) pace(serving []string) migratePace {
 	if len(serving) > 0 {
 		return migratePace{parallel: 1, slotsPerRound: 1, roundBytes: 1}
 	}
-	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes}
+	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes,
+		overlapAnnounce: true}
 }
 
 // servingClients reads INFO stats from every node the moves read from or write to (one

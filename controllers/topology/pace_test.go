@@ -42,7 +42,8 @@ func TestServingClients(t *testing.T) {
 	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {
 		t.Fatalf("serving clients among idle and idle2: %v, want none", got)
 	}
-	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes}
+	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes,
+		overlapAnnounce: true}
 	if got := e.pace(nil); got != full {
 		t.Errorf("pace with no node serving: %+v, want %+v", got, full)
 	}
