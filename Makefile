@@ -75,16 +75,25 @@ BENCH_TABLE ?= $(BIN)/bench.jsonl
 export BENCH_TABLE
 
 .PHONY: bench
-bench: ## Benchmarks, ending with one table: resharding engine vs redis-cli (idle, under writes, in passes), apply→Ready (median of 3), backup and restore MB/s with a writer's p99, many clusters, unrelated objects.
+bench: ## Benchmarks, ending with one table: resharding engine vs redis-cli (idle, under writes, in passes), apply→Ready with its stages (median of 3), failover, backup and restore MB/s with a writer's p99, many clusters, unrelated objects.
 	@mkdir -p $(dir $(BENCH_TABLE)) && rm -f $(BENCH_TABLE)
 	$(MAKE) --no-print-directory bench-reshard
 	$(MAKE) --no-print-directory bench-reshard-load
 	$(MAKE) --no-print-directory bench-reshard-passes
-	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
+	$(MAKE) --no-print-directory bench-ready
+	$(MAKE) --no-print-directory bench-failover
 	go test -tags e2e -run '^$$' -bench BackupRestore -benchtime 1x -timeout 30m ./test/e2e/
 	$(MAKE) --no-print-directory bench-many
 	$(MAKE) --no-print-directory bench-unrelated
 	@$(MAKE) --no-print-directory bench-table
+
+.PHONY: bench-ready
+bench-ready: ## apply→Ready of 3×1, 5×1 and 10×2 on the local plane, median of 3, with where the time goes (pods scheduled, running, Redis up, MEET, replicas synced).
+	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 45m ./test/e2e/
+
+.PHONY: bench-failover
+bench-failover: ## A 3×1 master lost under writes, 5 times by pod deletion and 5 by killing redis-server: time to the first write on its slots and to Ready.
+	go test -tags e2e -run '^$$' -bench Failover -benchtime 1x -timeout 30m ./test/e2e/
 
 .PHONY: bench-table
 bench-table: ## Print the table of the rows the benchmarks recorded in $(BENCH_TABLE).
