@@ -2,12 +2,14 @@ package localplane_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/redis-operator/redis-operator/test/localplane"
 )
@@ -107,12 +109,11 @@ func TestNodes(t *testing.T) {
 
 func cordon(ctx context.Context, t *testing.T, p *localplane.Plane, name string, on bool) {
 	t.Helper()
-	n, err := p.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Spec.Unschedulable = on
-	if _, err := p.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// A merge patch, as kubectl cordon sends: the node controller and the
+	// node's heartbeat write the Node too, so a read-modify-Update can
+	// lose to a conflict.
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+	if _, err := p.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
