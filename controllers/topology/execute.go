@@ -187,50 +187,70 @@ func (e *Engine) do(ctx context.Context, c *conns, n *NodeView, args ...any) err
 
 // forget sends CLUSTER FORGET to every node of s.On concurrently, so that all of them drop
 // the node within the 60 s ban window (spec: "Removing nodes from a cluster"). As a last
-// safety net each node's own table is read first: a node it records as owning slots is never
-// forgotten, unless the step is the accepted data loss of a lost shard.
+// safety net every node's own table is read first, and when any of them still records the
+// node as owning slots (a replica that has not heard of the last slots' move yet, say) no
+// node forgets it: forgetting on some nodes only would leave the others linked to a node
+// the rest of the cluster no longer knows. A lost shard's accepted data loss skips the check.
 func (e *Engine) forget(ctx context.Context, c *conns, view *ClusterView, s Step) error {
-	errs := make([]error, len(s.On))
-	var wg sync.WaitGroup
+	nodes := make([]*NodeView, len(s.On))
 	for i, name := range s.On {
+		n, err := node(view, name)
+		if err != nil {
+			return err
+		}
+		nodes[i] = n
+	}
+	if s.Option != ForgetDataLoss {
+		if err := e.eachNode(nodes, func(n *NodeView) error { return e.forgettable(ctx, c, n, s.NodeID) }); err != nil {
+			return err
+		}
+	}
+	return e.eachNode(nodes, func(n *NodeView) error {
+		cctx, cancel := e.cmdCtx(ctx)
+		defer cancel()
+		e.log.Info("Forgetting node", "node", n.Endpoint.Name, "nodeID", s.NodeID, "reason", s.Reason)
+		err := c.get(n.Endpoint.Addr).Do(cctx, "CLUSTER", "FORGET", s.NodeID).Err()
+		if err != nil && strings.Contains(err.Error(), "Unknown node") {
+			err = nil // already forgotten
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.Endpoint.Name, classify(err))
+		}
+		return nil
+	})
+}
+
+// forgettable reads n's own CLUSTER NODES and returns an ErrConflict error when it records
+// the node id as the owner of slots.
+func (e *Engine) forgettable(ctx context.Context, c *conns, n *NodeView, id string) error {
+	cctx, cancel := e.cmdCtx(ctx)
+	defer cancel()
+	text, err := c.get(n.Endpoint.Addr).ClusterNodes(cctx).Result()
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Endpoint.Name, classify(err))
+	}
+	recs, err := ParseClusterNodes(text)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Endpoint.Name, err)
+	}
+	for _, r := range recs {
+		if r.ID == id && len(r.Slots) > 0 {
+			return fmt.Errorf("%w: %s still records node %s as owner of %s; not forgetting it",
+				ErrConflict, n.Endpoint.Name, id, FormatRanges(r.Slots))
+		}
+	}
+	return nil
+}
+
+// eachNode runs f for every node concurrently and joins their errors.
+func (e *Engine) eachNode(nodes []*NodeView, f func(*NodeView) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := node(view, name)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			cctx, cancel := e.cmdCtx(ctx)
-			defer cancel()
-			cl := c.get(n.Endpoint.Addr)
-			if s.Option != ForgetDataLoss {
-				text, err := cl.ClusterNodes(cctx).Result()
-				if err != nil {
-					errs[i] = fmt.Errorf("%s: %w", name, classify(err))
-					return
-				}
-				recs, err := ParseClusterNodes(text)
-				if err != nil {
-					errs[i] = fmt.Errorf("%s: %w", name, err)
-					return
-				}
-				for _, r := range recs {
-					if r.ID == s.NodeID && len(r.Slots) > 0 {
-						errs[i] = fmt.Errorf("%w: %s still records node %s as owner of %s; not forgetting it",
-							ErrConflict, name, s.NodeID, FormatRanges(r.Slots))
-						return
-					}
-				}
-			}
-			e.log.Info("Forgetting node", "node", name, "nodeID", s.NodeID, "reason", s.Reason)
-			err = cl.Do(cctx, "CLUSTER", "FORGET", s.NodeID).Err()
-			if err != nil && strings.Contains(err.Error(), "Unknown node") {
-				err = nil // already forgotten
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: %w", name, classify(err))
-			}
+			errs[i] = f(n)
 		}()
 	}
 	wg.Wait()
