@@ -201,11 +201,11 @@ func (e *Engine) forget(ctx context.Context, c *conns, view *ClusterView, s Step
 		nodes[i] = n
 	}
 	if s.Option != ForgetDataLoss {
-		if err := e.eachNode(nodes, func(n *NodeView) error { return e.forgettable(ctx, c, n, s.NodeID) }); err != nil {
+		if err := eachNode(nodes, func(n *NodeView) error { return e.forgettable(ctx, c, n, s.NodeID) }); err != nil {
 			return err
 		}
 	}
-	return e.eachNode(nodes, func(n *NodeView) error {
+	return eachNode(nodes, func(n *NodeView) error {
 		cctx, cancel := e.cmdCtx(ctx)
 		defer cancel()
 		e.log.Info("Forgetting node", "node", n.Endpoint.Name, "nodeID", s.NodeID, "reason", s.Reason)
@@ -243,7 +243,7 @@ func (e *Engine) forgettable(ctx context.Context, c *conns, n *NodeView, id stri
 }
 
 // eachNode runs f for every node concurrently and joins their errors.
-func (e *Engine) eachNode(nodes []*NodeView, f func(*NodeView) error) error {
+func eachNode(nodes []*NodeView, f func(*NodeView) error) error {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
