@@ -129,7 +129,8 @@ func (p *pod) start(t *testing.T) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case <-exited:
+		case err := <-exited:
+			exited <- err // for the cleanup
 			out, _ := os.ReadFile(log.Name())
 			if strings.Contains(string(out), "Address already in use") {
 				return errAddrInUse

@@ -7,17 +7,25 @@ package resources
 // handoverScript, and execs
 // redis-server with the pod's own IP as listen address and as the address
 // it announces to the cluster and to its master. POD_IP comes from the
-// downward API.
+// downward API. When handover returns handoverRefused, the script exits 1
+// without starting redis-server, and the kubelet restarts the container.
 const startScript = `set -e
 cp ` + ConfigDir + `/` + ConfigKey + ` ` + DataDir + `/redis.conf
-` + authPrelude + handoverScript + `handover || true
+` + authPrelude + handoverScript + `handover || { s=$?; [ "$s" != ` + handoverRefused + ` ] || exit 1; }
 exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce-ip "$POD_IP" --replica-announce-ip "$POD_IP"
 `
 
-// handoverMaxWaitMs bounds handover's wait for the promotion (a decimal
-// string, milliseconds), so that redis-server listens before the
-// liveness probe gives up on the container (15 s initial delay + 6 × 10 s).
-const handoverMaxWaitMs = "45000"
+// handoverMaxWaitMs bounds handover's wait for one of its replicas to be
+// elected (a decimal string, milliseconds; the HANDOVER_WAIT_MS variable
+// overrides it, which only tests do). The container's startup probe
+// (startupProbeBudget) allows a minute more, so the script, not the probe,
+// ends a wait that is too long.
+const handoverMaxWaitMs = "300000"
+
+// handoverRefused is handover's exit status (a decimal string) when it
+// refuses to start an empty master over a replica that holds the shard's
+// data.
+const handoverRefused = "3"
 
 // handoverScript defines handover, which keeps a master that restarted
 // without its data (persistence off; or AOF with appendfsync everysec,
@@ -38,27 +46,38 @@ const handoverMaxWaitMs = "45000"
 // without the handshake with its (dead) master, and still needs the votes
 // of a majority of masters, so it cannot split the cluster
 // (https://redis.io/docs/latest/commands/cluster-failover/; TAKEOVER,
-// which needs no votes, is never used). It waits up to 3 ×
-// cluster-node-timeout (read from the rendered redis.conf, Redis's 15000
-// ms default when absent), at most handoverMaxWaitMs, for the replica to
-// report role master, sending FORCE again after 2 × cluster-node-timeout
-// + 1 s (a master votes for a replica of the same master at most once in
-// 2 × node timeout). Then redis-server starts on the old nodes.conf: the
-// promoted replica's higher configEpoch claims the slots, so on the first
-// gossip this node turns into its replica ("Configuration change
-// detected. Reconfiguring myself as a replica of …") and full-syncs from
-// it. That is what Redis 7.0.15 does; TestStartHandsOverAfterKill checks
-// it. Until that first gossip (5 ms after "Ready to accept connections"
-// there) this node still believes it owns the slots: a client with a
-// stale slot map may read or write there, but no write is acknowledged by
-// WAIT, as no replica follows it.
+// which needs no votes, is never used). Every 0.5 s it asks each listed
+// replica for ROLE, and it is done as soon as one reports master: the one
+// it asked, or another that Redis elected by itself once the cluster
+// flagged this node as failed. Every 2 × cluster-node-timeout + 1 s (a
+// master votes for a replica of the same master at most once in 2 × node
+// timeout; the timeout is read from the rendered redis.conf, Redis's
+// 15000 ms default when absent) it picks again and sends FORCE again.
+// Then redis-server starts on the old nodes.conf: the promoted replica's
+// higher configEpoch claims the slots, so on the first gossip this node
+// turns into its replica ("Configuration change detected. Reconfiguring
+// myself as a replica of …") and full-syncs from it. That is what Redis
+// 7.0.15 does; TestStartHandsOverAfterKill checks it. Until that first
+// gossip (5 ms after "Ready to accept connections" there) this node still
+// believes it owns the slots: a client with a stale slot map may read or
+// write there, but no write is acknowledged by WAIT, as no replica
+// follows it.
+//
+// No replica is elected while a majority of the masters is down (two of
+// three masters restarting at once): then, after handoverMaxWaitMs, it
+// says so and returns handoverRefused, and redis-server does not start:
+// starting would make the replica, the only copy of the shard's
+// acknowledged writes, full-sync this node's empty dataset. The kubelet
+// restarts the container and the handover runs again; the way out when
+// the masters cannot come back is CLUSTER FAILOVER TAKEOVER on the
+// replica (docs/troubleshooting.md).
 //
 // Nothing is handed over when this node was a replica (a graceful restart
 // after the preStop failover, or a replica restarting), owned no slots, or
 // no replica qualifies (none listed, none reachable, all syncing or
-// empty); nor when a replica already reports role master (Redis failed
-// over by itself). Each case, and an election that did not finish in
-// time, is printed on stderr and redis-server starts as before.
+// empty): the data this node lost exists nowhere else; nor when a replica
+// already reports role master (Redis failed over by itself). Each case is
+// printed on stderr and redis-server starts as before.
 const handoverScript = `handover() {
   nodes=` + DataDir + `/nodes.conf
   [ -s "$nodes" ] || return 0
@@ -66,34 +85,41 @@ const handoverScript = `handover() {
     s = 0; for (j = 9; j <= NF; j++) if (substr($j, 1, 1) != "[") s = 1
     print $1, ($3 ~ /(^|,)master(,|$)/ ? "master" : "replica"), s; exit }' "$nodes")
   [ "$2" = master ] && [ "$3" = 1 ] || return 0
-  me=$1; best=""; bestoff=0
-  for addr in $(awk -v me="$me" '$4 == me && $3 !~ /noaddr/ { split($2, a, "@"); print a[1] }' "$nodes"); do
-    set -- $(rcli "${addr%:*}" "${addr##*:}" INFO replication | awk '` + infoAwk + `{ f[k] = v }
-      END { if (f["role"] != "") print f["role"], f["master_sync_in_progress"] + 0, f["master_repl_offset"] + 0 }')
-    if [ -z "$1" ]; then echo "start: replica $addr of $me does not answer" >&2; continue; fi
-    if [ "$1" = master ]; then echo "start: $addr, a replica of $me, is a master already: Redis failed over" >&2; return 0; fi
-    m=$(rcli "${addr%:*}" "${addr##*:}" CLUSTER NODES | awk '$3 ~ /myself/ { print $4 }')
-    if [ "$m" != "$me" ]; then echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
-    if [ "$2" != 0 ] || [ "$3" -le 0 ]; then echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue; fi
-    if [ -z "$best" ] || [ "$3" -gt "$bestoff" ]; then best=$addr; bestoff=$3; fi
-  done
-  if [ -z "$best" ]; then echo "start: no replica of $me can take over its slots; starting on the saved nodes.conf" >&2; return 0; fi
+  me=$1
+  replicas=$(awk -v me="$me" '$4 == me && $3 !~ /noaddr/ { split($2, a, "@"); print a[1] }' "$nodes")
   t=$(awk '$1 == "cluster-node-timeout" { print $2 }' ` + DataDir + `/redis.conf)
   t=${t:-15000}
-  echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
-  w=$((t * 3)); [ "$w" -le ` + handoverMaxWaitMs + ` ] || w=` + handoverMaxWaitMs + `
-  i=0; n=$((w / 500)); again=$(((t * 2 + 1000) / 500))
+  w=${HANDOVER_WAIT_MS:-` + handoverMaxWaitMs + `}
+  i=0; n=$((w / 500)); again=$(((t * 2 + 1000) / 500)); best=""
   while [ "$i" -lt "$n" ]; do
     if [ $((i % again)) -eq 0 ]; then
+      prev=$best; best=""; bestoff=0
+      for addr in $replicas; do
+        set -- $(rcli "${addr%:*}" "${addr##*:}" INFO replication | awk '` + infoAwk + `{ f[k] = v }
+          END { if (f["role"] != "") print f["role"], f["master_sync_in_progress"] + 0, f["master_repl_offset"] + 0 }')
+        if [ -z "$1" ]; then echo "start: replica $addr of $me does not answer" >&2; continue; fi
+        if [ "$1" = master ]; then echo "start: $addr, a replica of $me, is a master already: Redis failed over" >&2; return 0; fi
+        m=$(rcli "${addr%:*}" "${addr##*:}" CLUSTER NODES | awk '$3 ~ /myself/ { print $4 }')
+        if [ "$m" != "$me" ]; then echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
+        if [ "$2" != 0 ] || [ "$3" -le 0 ]; then echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue; fi
+        if [ -z "$best" ] || [ "$3" -gt "$bestoff" ]; then best=$addr; bestoff=$3; fi
+      done
+      if [ -z "$best" ]; then echo "start: no replica of $me can take over its slots; starting on the saved nodes.conf" >&2; return 0; fi
+      if [ -z "$prev" ]; then
+        echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
+      fi
       r=$(rcli "${best%:*}" "${best##*:}" CLUSTER FAILOVER FORCE)
       [ "$r" = OK ] || echo "start: CLUSTER FAILOVER FORCE on $best: ${r:-no answer}" >&2
     fi
     sleep 0.5
-    if [ "$(rcli "${best%:*}" "${best##*:}" ROLE | head -n 1)" = master ]; then
-      echo "start: $best took over the slots of $me" >&2; return 0
-    fi
+    for addr in $replicas; do
+      if [ "$(rcli "${addr%:*}" "${addr##*:}" ROLE | head -n 1)" = master ]; then
+        echo "start: $addr took over the slots of $me" >&2; return 0
+      fi
+    done
     i=$((i + 1))
   done
-  echo "start: $best did not become master within $w ms; starting on the saved nodes.conf" >&2
+  echo "start: no replica of $me was elected within $w ms (a majority of the masters must vote), and $best holds the shard's data: not starting redis-server, which would make it full-sync an empty dataset; the container exits and the handover runs again at its restart" >&2
+  return ` + handoverRefused + `
 }
 `

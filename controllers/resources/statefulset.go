@@ -120,6 +120,15 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int, p Placement) corev1.P
 	}
 }
 
+// startupProbeBudget is how long, in seconds, the Redis container may take
+// to listen before the kubelet restarts it: the handover's longest wait
+// (handoverMaxWaitMs) and a minute more. startupProbePeriod is the startup
+// probe's period in seconds.
+const (
+	startupProbeBudget = 360
+	startupProbePeriod = 2
+)
+
 func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 	c := corev1.Container{
 		Name:            RedisContainerName,
@@ -145,15 +154,23 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 			SuccessThreshold: 1,
 			FailureThreshold: 3,
 		},
-		// A TCP check: Redis accepts connections while it loads a large
-		// dataset (it answers LOADING), so a long load is not killed.
+		// TCP checks: Redis accepts connections while it loads a large
+		// dataset (it answers LOADING), so a long load is not killed. The
+		// startup probe gives the start script's handover its whole wait
+		// before redis-server listens; liveness takes over after it.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(RedisPort)}},
+			PeriodSeconds:    startupProbePeriod,
+			TimeoutSeconds:   5,
+			SuccessThreshold: 1,
+			FailureThreshold: startupProbeBudget / startupProbePeriod,
+		},
 		LivenessProbe: &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(RedisPort)}},
-			InitialDelaySeconds: 15,
-			PeriodSeconds:       10,
-			TimeoutSeconds:      5,
-			SuccessThreshold:    1,
-			FailureThreshold:    6,
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(RedisPort)}},
+			PeriodSeconds:    10,
+			TimeoutSeconds:   5,
+			SuccessThreshold: 1,
+			FailureThreshold: 6,
 		},
 		Lifecycle: &corev1.Lifecycle{
 			PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", forTLS(rc, preStopScript)}}},
