@@ -252,13 +252,20 @@ func SafeMaxmemory(limit resource.Quantity) int64 {
 // operator's defaults. When spec.config has no maxmemory and the Redis
 // container has a memory limit, maxmemory defaults to SafeMaxmemory of
 // that limit (in bytes), so Redis evicts or refuses writes (per
-// maxmemory-policy) before the kernel kills it. Both the rendered
+// maxmemory-policy) before the kernel kills it. When spec.config has no
+// repl-diskless-sync-max-replicas, it is spec.replicasPerShard: a master
+// streams its dataset as soon as all its replicas asked for a full sync
+// instead of waiting repl-diskless-sync-delay (5 s) for more (a replica
+// that attaches alone still waits the delay for the others). Both the rendered
 // redis.conf and the live config come from here. It assumes
 // ValidateConfig passed.
 func EffectiveConfig(rc *cachev1beta1.RedisCluster) map[string]string {
 	out := maps.Clone(operatorDefaults)
 	for k, v := range rc.Spec.Config {
 		out[strings.ToLower(k)] = v
+	}
+	if _, set := out["repl-diskless-sync-max-replicas"]; !set && rc.Spec.ReplicasPerShard > 0 {
+		out["repl-diskless-sync-max-replicas"] = strconv.Itoa(int(rc.Spec.ReplicasPerShard))
 	}
 	if _, set := out["maxmemory"]; !set {
 		if n := SafeMaxmemory(rc.Spec.Resources.Limits[corev1.ResourceMemory]); n > 0 {

@@ -192,17 +192,19 @@ func requireRedis(t *testing.T) {
 func TestLiveConfigAgainstRedis(t *testing.T) {
 	requireRedis(t)
 	// A cluster with an empty spec.config still renders the operator's
-	// defaults; start from Redis's own defaults for those three keys.
+	// defaults (EffectiveConfig); the server's value is Redis's own
+	// default only for the keys it does not render.
 	rc := cluster()
 	p := startPod(t, rc, "")
 	c := p.client("")
 	ctx := context.Background()
+	rendered := EffectiveConfig(rc)
 	for key, def := range LiveConfigDefaults {
 		got, err := c.ConfigGet(ctx, key).Result()
 		if err != nil {
 			t.Fatalf("CONFIG GET %s: %v", key, err)
 		}
-		if _, owned := operatorDefaults[key]; !owned && got[key] != def {
+		if _, own := rendered[key]; !own && got[key] != def {
 			t.Errorf("%s: Redis default %q, table says %q", key, got[key], def)
 		}
 		if err := c.ConfigSet(ctx, key, def).Err(); err != nil {

@@ -37,22 +37,33 @@ const handoverRefused = "3"
 //
 // When DataDir/nodes.conf exists and its myself line is a master that owns
 // slots, handover asks each replica listed there (lines whose master field
-// is this node's ID; address ip:port from ip:port@cport[,hostname]) for
-// INFO replication and CLUSTER NODES, with REDISCLI_AUTH from the Secret
-// and each call bounded (see authPrelude). Of those that still replicate
-// this node, are not in a full sync (master_sync_in_progress:0) and have
+// is this node's ID; address ip:port from ip:port@cport[,hostname]), and
+// each node listed as a master without slots, for INFO replication and
+// CLUSTER NODES, with REDISCLI_AUTH from the Secret and each call bounded
+// (see authPrelude). The second kind matters: a master learns that a node
+// became its replica only from a packet that node sends, up to half a node
+// timeout after CLUSTER REPLICATE, and saves nodes.conf then, so a master
+// killed right after its replica synced (at once with
+// repl-diskless-sync-max-replicas) still lists it as an empty master. Of
+// those whose own CLUSTER NODES says they replicate this node, are not in
+// a full sync (master_sync_in_progress:0) and have
 // data (master_repl_offset > 0), it picks the one with the highest offset
 // and sends it CLUSTER FAILOVER FORCE: the replica starts an election
 // without the handshake with its (dead) master, and still needs the votes
 // of a majority of masters, so it cannot split the cluster
 // (https://redis.io/docs/latest/commands/cluster-failover/; TAKEOVER,
-// which needs no votes, is never used). Every 0.5 s it asks each listed
-// replica for ROLE, and it is done as soon as one reports master: the one
+// which needs no votes, is never used). Every 0.5 s it asks each of those
+// replicas for ROLE, and it is done as soon as one reports master: the one
 // it asked, or another that Redis elected by itself once the cluster
-// flagged this node as failed. Every 2 × cluster-node-timeout + 1 s (a
-// master votes for a replica of the same master at most once in 2 × node
-// timeout; the timeout is read from the rendered redis.conf, Redis's
-// 15000 ms default when absent) it picks again and sends FORCE again.
+// flagged this node as failed. Before each FORCE it waits, at most one
+// node timeout, until every other master with slots that answers lists
+// the replica as a replica in its CLUSTER NODES: a master still seeing a
+// master there refuses its vote ("it is a master node"), and the replica
+// then does not stand again for 2 × max(2 × node timeout, 2 s), its
+// failover retry time in Redis 7.0's cluster.c (measured: 20 s lost with
+// the 5 s timeout). Every retry time plus 0.5 s it picks again and sends
+// FORCE again (the node timeout is read from the rendered redis.conf,
+// Redis's 15000 ms default when absent).
 // Then redis-server starts on the old nodes.conf: the promoted replica's
 // higher configEpoch claims the slots, so on the first gossip this node
 // turns into its replica ("Configuration change detected. Reconfiguring
@@ -86,21 +97,29 @@ const handoverScript = `handover() {
     print $1, ($3 ~ /(^|,)master(,|$)/ ? "master" : "replica"), s; exit }' "$nodes")
   [ "$2" = master ] && [ "$3" = 1 ] || return 0
   me=$1
-  replicas=$(awk -v me="$me" '$4 == me && $3 !~ /noaddr/ { split($2, a, "@"); print a[1] }' "$nodes")
+  cands=$(awk -v me="$me" '$3 !~ /myself|noaddr|handshake/ && ($4 == me || ($3 ~ /master/ && NF == 8)) {
+    split($2, a, "@"); print a[1] "," ($4 == me) }' "$nodes")
   t=$(awk '$1 == "cluster-node-timeout" { print $2 }' ` + DataDir + `/redis.conf)
   t=${t:-15000}
   w=${HANDOVER_WAIT_MS:-` + handoverMaxWaitMs + `}
-  i=0; n=$((w / 500)); again=$(((t * 2 + 1000) / 500)); best=""
+  r=$((t * 2)); [ "$r" -ge 2000 ] || r=2000
+  i=0; n=$((w / 500)); again=$(((r * 2 + 500) / 500)); best=""
+  masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
   while [ "$i" -lt "$n" ]; do
     if [ $((i % again)) -eq 0 ]; then
-      prev=$best; best=""; bestoff=0
-      for addr in $replicas; do
+      prev=$best; best=""; bestoff=0; followers=""
+      for c in $cands; do
+        addr=${c%,*}; listed=${c##*,}
         set -- $(rcli "${addr%:*}" "${addr##*:}" INFO replication | awk '` + infoAwk + `{ f[k] = v }
           END { if (f["role"] != "") print f["role"], f["master_sync_in_progress"] + 0, f["master_repl_offset"] + 0 }')
-        if [ -z "$1" ]; then echo "start: replica $addr of $me does not answer" >&2; continue; fi
-        if [ "$1" = master ]; then echo "start: $addr, a replica of $me, is a master already: Redis failed over" >&2; return 0; fi
+        if [ -z "$1" ]; then [ "$listed" = 0 ] || echo "start: replica $addr of $me does not answer" >&2; continue; fi
+        if [ "$1" = master ]; then
+          [ "$listed" = 0 ] && continue
+          echo "start: $addr, a replica of $me, is a master already: Redis failed over" >&2; return 0
+        fi
         m=$(rcli "${addr%:*}" "${addr##*:}" CLUSTER NODES | awk '$3 ~ /myself/ { print $4 }')
-        if [ "$m" != "$me" ]; then echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
+        if [ "$m" != "$me" ]; then [ "$listed" = 0 ] || echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
+        followers="$followers $addr"
         if [ "$2" != 0 ] || [ "$3" -le 0 ]; then echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue; fi
         if [ -z "$best" ] || [ "$3" -gt "$bestoff" ]; then best=$addr; bestoff=$3; fi
       done
@@ -108,11 +127,22 @@ const handoverScript = `handover() {
       if [ -z "$prev" ]; then
         echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
       fi
+      j=0
+      while [ "$j" -lt $((t / 500)) ]; do
+        unaware=""
+        for a in $masters; do
+          f=$(rcli "${a%:*}" "${a##*:}" CLUSTER NODES | awk -v b="$best" 'index($2, b "@") == 1 { print $3 }')
+          case "$f" in *slave*|"") ;; *) unaware="$unaware $a" ;; esac
+        done
+        [ -n "$unaware" ] || break
+        [ "$j" -gt 0 ] || echo "start: waiting up to $t ms for$unaware to learn that $best is a replica (a master that sees it as a master refuses its election)" >&2
+        sleep 0.5; j=$((j + 1))
+      done
       r=$(rcli "${best%:*}" "${best##*:}" CLUSTER FAILOVER FORCE)
       [ "$r" = OK ] || echo "start: CLUSTER FAILOVER FORCE on $best: ${r:-no answer}" >&2
     fi
     sleep 0.5
-    for addr in $replicas; do
+    for addr in $followers; do
       if [ "$(rcli "${addr%:*}" "${addr##*:}" ROLE | head -n 1)" = master ]; then
         echo "start: $addr took over the slots of $me" >&2; return 0
       fi
