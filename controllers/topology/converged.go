@@ -55,6 +55,19 @@ func (p *planner) checkConverged() {
 				break
 			}
 		}
+		// Every member's table records each replica as the replica of its master: a node
+		// learns that another became a replica only from that node's own packets (up to
+		// half a node timeout after CLUSTER REPLICATE), and a master whose table still
+		// shows a master refuses that replica's election ("it is a master node"), so a
+		// master lost meanwhile would be failed over 4 node timeouts late.
+		for _, o := range members {
+			if m := o.MasterID(); o != n && m != "" {
+				if r := n.Lookup(o.ID); r == nil || !r.Flags.Replica || r.MasterID != m {
+					p.wait("%s does not see %s as a replica yet", n.Endpoint.Name, o.Endpoint.Name)
+					break
+				}
+			}
+		}
 	}
 	for _, name := range p.leavingNames() {
 		if !slices.Contains(p.removable(), name) {

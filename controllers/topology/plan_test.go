@@ -129,6 +129,23 @@ func unknownTo(name, other string) viewOpt {
 	}
 }
 
+// seenAsMaster makes name's table record other as an empty master: name has not yet had a
+// packet from other since other became a replica.
+func seenAsMaster(name, other string) viewOpt {
+	return func(v *ClusterView) {
+		for _, n := range v.Nodes {
+			if n.Endpoint.Name != name {
+				continue
+			}
+			for i := range n.Known {
+				if r := &n.Known[i]; r.ID == fixtureIDs[other] {
+					r.Flags.Replica, r.Flags.Master, r.MasterID = false, true, ""
+				}
+			}
+		}
+	}
+}
+
 // table replaces one node's view with another capture (for views that disagree).
 func table(t *testing.T, name, file string) viewOpt {
 	return func(v *ClusterView) {
@@ -256,6 +273,11 @@ func TestPlanFixtures(t *testing.T) {
 			name: "a member another node does not know yet (gossip pending, or banned by a FORGET): wait", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
 			opts: []viewOpt{unknownTo("s1-1", "s2-1")},
 			want: []string{"Wait: s1-1 does not know s2-1 at 127.0.0.5:6379 yet"},
+		},
+		{
+			name: "a master that still sees a replica as a master (it would refuse its election): wait", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
+			opts: []viewOpt{seenAsMaster("s1-0", "s2-1")},
+			want: []string{"Wait: s1-0 does not see s2-1 as a replica yet"},
 		},
 		{
 			name: "replica unreachable: nothing to do but report it", file: "healthy-3x1.cluster-nodes.txt", desired: healthy,
