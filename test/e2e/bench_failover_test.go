@@ -71,7 +71,7 @@ func BenchmarkFailover(b *testing.B) {
 		for _, way := range ways {
 			var writes, readies []time.Duration
 			for run := range failoverRuns {
-				wr, rd := c.loseMasterTimed(cl, run%3, way.lose)
+				wr, rd := c.loseMasterTimed(run%3, way.lose)
 				writes, readies = append(writes, wr), append(readies, rd)
 			}
 			fmt.Printf("bench: failover, %s, 3×1 under writes: first write on its slots %s; Ready %s\n",
@@ -92,7 +92,7 @@ func BenchmarkFailover(b *testing.B) {
 // master with lose, and returns the time from lose to the first write on the master's slots
 // after the first failed one (0 if none failed), and to Ready with every pod ready again and
 // the lost pod replaced or restarted.
-func (c *cluster) loseMasterTimed(cl *redis.ClusterClient, shard int, lose func(*corev1.Pod)) (firstWrite, ready time.Duration) {
+func (c *cluster) loseMasterTimed(shard int, lose func(*corev1.Pod)) (firstWrite, ready time.Duration) {
 	t := c.t
 	t.Helper()
 	rc := c.waitReady(5 * time.Minute)
@@ -103,9 +103,17 @@ func (c *cluster) loseMasterTimed(cl *redis.ClusterClient, shard int, lose func(
 		t.Fatalf("shard %d has no master: %s", shard, statusSummary(rc))
 	}
 	slots := slotSet(t, rc.Status.Shards[shard].Slots)
-	key := probeKey(t, cl, &slots)
+	// The probe is an application's client, new for each run (seeded with the pods of now):
+	// its own timeouts, so that a dial to the lost master's address fails as a network
+	// error and go-redis retries on another node and reloads the slot map (under a shorter
+	// context deadline it would retry nothing and keep the stale map: about a minute of
+	// failed writes in 2 of 5 runs).
+	pcl := c.clusterClient(func(o *redis.ClusterOptions) {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 200*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
+	})
+	key := probeKey(t, pcl, &slots)
 	before := c.pod(master)
-	p := startProbe(cl, key)
+	p := startProbe(pcl, key)
 	defer p.stop()
 	time.Sleep(500 * time.Millisecond)
 
@@ -178,8 +186,8 @@ type probe struct {
 }
 
 type probeAttempt struct {
-	at time.Time // when the attempt ended
-	ok bool
+	began, at time.Time // when the attempt began and ended
+	ok        bool
 }
 
 func startProbe(cl *redis.ClusterClient, key string) *probe {
@@ -192,11 +200,10 @@ func startProbe(cl *redis.ClusterClient, key string) *probe {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			err := cl.Set(ctx, key, i, 0).Err()
-			cancel()
+			began := time.Now()
+			err := cl.Set(context.Background(), key, i, 0).Err()
 			p.mu.Lock()
-			p.attempts = append(p.attempts, probeAttempt{at: time.Now(), ok: err == nil})
+			p.attempts = append(p.attempts, probeAttempt{began: began, at: time.Now(), ok: err == nil})
 			p.mu.Unlock()
 		}
 	}()
@@ -208,7 +215,7 @@ func (p *probe) stop() {
 	<-p.done
 }
 
-// recovered says whether, since from, no attempt failed or one succeeded after a failure.
+// recovered says whether an attempt that began at or after from has succeeded.
 func (p *probe) recovered(from time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -216,9 +223,10 @@ func (p *probe) recovered(from time.Time) bool {
 	return err == nil
 }
 
-// outage stops the probe and returns the time from from to the first successful attempt
-// after the first failed attempt that ended after from; 0 when none failed. It is an error
-// when writes failed and never succeeded again.
+// outage stops the probe and returns the time from from to the end of the first successful
+// attempt that began at or after from: the write's own latency when the loss did not touch
+// it, the wait through the client's retries and slot-map reloads when it did. It is an error
+// when no such attempt succeeded.
 func (p *probe) outage(from time.Time) (time.Duration, error) {
 	p.stop()
 	return outageOf(p.attempts, from)
@@ -226,20 +234,12 @@ func (p *probe) outage(from time.Time) (time.Duration, error) {
 
 // outageOf is outage over attempts.
 func outageOf(attempts []probeAttempt, from time.Time) (time.Duration, error) {
-	failed := false
 	for _, a := range attempts {
-		switch {
-		case a.at.Before(from):
-		case !a.ok:
-			failed = true
-		case failed:
+		if a.ok && !a.began.Before(from) {
 			return a.at.Sub(from), nil
 		}
 	}
-	if failed {
-		return 0, fmt.Errorf("writes to the probe key failed from the loss on and never succeeded again")
-	}
-	return 0, nil
+	return 0, fmt.Errorf("no write to the probe key that began after the loss succeeded")
 }
 
 // secondsList formats durations as "1.2s 3.4s ...".

@@ -250,7 +250,7 @@ func (c *cluster) password() string {
 // clusterClient is a go-redis cluster client seeded with every pod's
 // address; it discovers the slots itself (CLUSTER SLOTS) and is closed when
 // the test ends.
-func (c *cluster) clusterClient() *redis.ClusterClient {
+func (c *cluster) clusterClient(mutate ...func(*redis.ClusterOptions)) *redis.ClusterClient {
 	c.t.Helper()
 	var addrs []string
 	for _, p := range c.pods() {
@@ -267,7 +267,7 @@ func (c *cluster) clusterClient() *redis.ClusterClient {
 		svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		addrs = append(addrs, addr(svc.Spec.ClusterIP))
 	}
-	cl := redis.NewClusterClient(&redis.ClusterOptions{
+	opts := &redis.ClusterOptions{
 		Addrs:                    addrs,
 		Password:                 c.password(),
 		Protocol:                 2,
@@ -280,7 +280,11 @@ func (c *cluster) clusterClient() *redis.ClusterClient {
 		WriteTimeout:             5 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		TLSConfig:                c.tls,
-	})
+	}
+	for _, m := range mutate {
+		m(opts)
+	}
+	cl := redis.NewClusterClient(opts)
 	c.t.Cleanup(func() { _ = cl.Close() })
 	return cl
 }
