@@ -38,6 +38,14 @@ func (p *planner) checkConverged() {
 		}
 	}
 	members := p.members()
+	var replicas []*NodeView
+	for _, sh := range p.shards {
+		for _, n := range sh.nodes {
+			if n.Reachable() && n.MasterID() != "" {
+				replicas = append(replicas, n)
+			}
+		}
+	}
 	for _, n := range members {
 		if !n.Info.OK() {
 			p.wait("%s reports cluster_state:%s", n.Endpoint.Name, n.Info.State)
@@ -55,13 +63,15 @@ func (p *planner) checkConverged() {
 				break
 			}
 		}
-		// Every member's table records each replica as the replica of its master: a node
-		// learns that another became a replica only from that node's own packets (up to
-		// half a node timeout after CLUSTER REPLICATE), and a master whose table still
-		// shows a master refuses that replica's election ("it is a master node"), so a
-		// master lost meanwhile would be failed over 4 node timeouts late.
-		for _, o := range members {
-			if m := o.MasterID(); o != n && m != "" {
+		// Every member's table records each replica of a desired shard as the replica of
+		// its master: a node learns that another became a replica only from that node's own
+		// packets (up to half a node timeout after CLUSTER REPLICATE), and a master whose
+		// table still shows a master refuses that replica's election ("it is a master
+		// node"), so a master lost meanwhile would be failed over 4 node timeouts late.
+		// Leaving shards are left out: they are forgotten next, and Redis may turn an
+		// emptied leaving master into a replica (cluster-allow-replica-migration).
+		for _, o := range replicas {
+			if m := o.MasterID(); o != n {
 				if r := n.Lookup(o.ID); r == nil || !r.Flags.Replica || r.MasterID != m {
 					p.wait("%s does not see %s as a replica yet", n.Endpoint.Name, o.Endpoint.Name)
 					break
