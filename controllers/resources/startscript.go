@@ -63,7 +63,8 @@ const handoverRefused = "3"
 // failover retry time in Redis 7.0's cluster.c (measured: 20 s lost with
 // the 5 s timeout). Every retry time plus 0.5 s it picks again and sends
 // FORCE again (the node timeout is read from the rendered redis.conf,
-// Redis's 15000 ms default when absent).
+// Redis's 15000 ms default when absent). Those waits count towards
+// handoverMaxWaitMs, so the whole handover stays within it.
 // Then redis-server starts on the old nodes.conf: the promoted replica's
 // higher configEpoch claims the slots, so on the first gossip this node
 // turns into its replica ("Configuration change detected. Reconfiguring
@@ -102,11 +103,11 @@ const handoverScript = `handover() {
   t=$(awk '$1 == "cluster-node-timeout" { print $2 }' ` + DataDir + `/redis.conf)
   t=${t:-15000}
   w=${HANDOVER_WAIT_MS:-` + handoverMaxWaitMs + `}
-  r=$((t * 2)); [ "$r" -ge 2000 ] || r=2000
-  i=0; n=$((w / 500)); again=$(((r * 2 + 500) / 500)); best=""
+  retry=$((t * 2)); [ "$retry" -ge 2000 ] || retry=2000
+  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""
   masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
   while [ "$i" -lt "$n" ]; do
-    if [ $((i % again)) -eq 0 ]; then
+    if [ "$i" -ge "$pick" ]; then
       prev=$best; best=""; bestoff=0; followers=""
       for c in $cands; do
         addr=${c%,*}; listed=${c##*,}
@@ -138,8 +139,9 @@ const handoverScript = `handover() {
         [ "$j" -gt 0 ] || echo "start: waiting up to $t ms for$unaware to learn that $best is a replica (a master that sees it as a master refuses its election)" >&2
         sleep 0.5; j=$((j + 1))
       done
-      r=$(rcli "${best%:*}" "${best##*:}" CLUSTER FAILOVER FORCE)
-      [ "$r" = OK ] || echo "start: CLUSTER FAILOVER FORCE on $best: ${r:-no answer}" >&2
+      i=$((i + j)); pick=$((i + again))
+      ok=$(rcli "${best%:*}" "${best##*:}" CLUSTER FAILOVER FORCE)
+      [ "$ok" = OK ] || echo "start: CLUSTER FAILOVER FORCE on $best: ${ok:-no answer}" >&2
     fi
     sleep 0.5
     for addr in $followers; do
