@@ -3,6 +3,7 @@ package resources
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -452,5 +453,22 @@ func TestMaxmemoryDefault(t *testing.T) {
 				t.Errorf("live maxmemory %q, want %q", live, tc.want)
 			}
 		})
+	}
+}
+
+// TestStartupProbeCoversHandover: the startup probe lets the start
+// script's handover wait its whole handoverMaxWaitMs, with half a minute to
+// spare, before the kubelet would restart the container.
+func TestStartupProbeCoversHandover(t *testing.T) {
+	wait, err := strconv.Atoi(handoverMaxWaitMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := redisContainer(cluster()).StartupProbe
+	if p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != RedisPort {
+		t.Fatalf("startup probe %+v, want a TCP check of port %d", p, RedisPort)
+	}
+	if budget := int(p.PeriodSeconds*p.FailureThreshold) * 1000; budget < wait+30_000 {
+		t.Errorf("startup probe allows %d ms, the handover may wait %d ms", budget, wait)
 	}
 }
