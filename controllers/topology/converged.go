@@ -71,11 +71,9 @@ func (p *planner) checkConverged() {
 		// Leaving shards are left out: they are forgotten next, and Redis may turn an
 		// emptied leaving master into a replica (cluster-allow-replica-migration).
 		for _, o := range replicas {
-			if m := o.MasterID(); o != n {
-				if r := n.Lookup(o.ID); r == nil || !r.Flags.Replica || r.MasterID != m {
-					p.wait("%s does not see %s as a replica yet", n.Endpoint.Name, o.Endpoint.Name)
-					break
-				}
+			if r := n.Lookup(o.ID); o != n && (r == nil || !r.Flags.Replica || r.MasterID != o.MasterID()) {
+				p.wait("%s does not see %s as a replica yet", n.Endpoint.Name, o.Endpoint.Name)
+				break
 			}
 		}
 	}

@@ -89,9 +89,9 @@ func BenchmarkFailover(b *testing.B) {
 }
 
 // loseMasterTimed waits for the cluster to be Ready with every pod ready, loses shard's
-// master with lose, and returns the time from lose to the first write on the master's slots
-// after the first failed one (0 if none failed), and to Ready with every pod ready again and
-// the lost pod replaced or restarted.
+// master with lose, and returns the time from lose to the end of the first successful probe
+// write, begun after it, on the master's slots (see probe.outage), and to Ready with every
+// pod ready again and the lost pod replaced or restarted.
 func (c *cluster) loseMasterTimed(shard int, lose func(*corev1.Pod)) (firstWrite, ready time.Duration) {
 	t := c.t
 	t.Helper()
