@@ -1,8 +1,10 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // involvedMasters are the desired masters and every other reachable owner of slots.
@@ -173,7 +175,10 @@ func (p *planner) forgetLeavingSteps() []Step {
 		if !free {
 			continue
 		}
-		if err := p.keysLeft(sh); err != nil {
+		if err := p.keysLeft(sh); errors.Is(err, errLoading) {
+			p.wait("%s", strings.TrimPrefix(err.Error(), errLoading.Error()+": "))
+			continue
+		} else if err != nil {
 			p.blockers = append(p.blockers, err)
 			continue
 		}

@@ -5,7 +5,10 @@ import (
 )
 
 // members are the reachable endpoints that belong in the cluster: every desired node and
-// the nodes of Leaving shards that still own slots.
+// the nodes of Leaving shards that still own, claim or move slots. A leaving shard without
+// slots is never a member, even while it is not drained (a node of it cannot be asked, or
+// holds keys): meeting it only serves moving slots off it, and would undo a forget that
+// reached some of its nodes already.
 func (p *planner) members() []*NodeView {
 	var out []*NodeView
 	for _, sh := range p.shards {
@@ -16,7 +19,7 @@ func (p *planner) members() []*NodeView {
 		}
 	}
 	for _, sh := range p.leaving {
-		if _, ok := p.drained(sh); ok {
+		if _, free := p.slotsFree(sh); free {
 			continue
 		}
 		for _, n := range sh.nodes {

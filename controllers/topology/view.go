@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"strings"
 	"time"
 )
 
@@ -50,6 +51,13 @@ func maxNodeTimeout(ns ...*NodeView) time.Duration {
 
 // Reachable reports whether the node answered and its replies parsed.
 func (n *NodeView) Reachable() bool { return n != nil && n.Err == nil }
+
+// Loading reports whether the node could not be observed because it is loading a dataset
+// (the LOADING error: a replica loading its master's RDB after a full sync, or a node
+// reading its own at start-up). It is alive and answers once the load ends.
+func (n *NodeView) Loading() bool {
+	return n != nil && n.Err != nil && strings.Contains(n.Err.Error(), "LOADING")
+}
 
 // Self is the node's own entry.
 func (n *NodeView) Self() *NodeRecord {
