@@ -147,7 +147,7 @@ func TestRotation(t *testing.T) {
 	c.update(func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Auth.SecretRef = nil
 		rc.Spec.Auth.Vault = &cachev1beta1.VaultSource{
-			Address:        "http://127.0.0.1:1", // nothing listens on port 1
+			Address:        "https://127.0.0.1:1", // nothing listens on port 1; https, as the operator refuses plain http
 			Path:           "redis/rotation",
 			TokenSecretRef: &cachev1beta1.SecretKeySelector{Name: tok.Name, Key: "token"},
 		}
@@ -194,6 +194,7 @@ func TestRotation(t *testing.T) {
 			}
 		}
 	}
+	env.opLogs.flush()
 	logText, err := os.ReadFile(env.opLog)
 	if err != nil {
 		t.Fatal(err)

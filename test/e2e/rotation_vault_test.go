@@ -5,7 +5,15 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
@@ -30,7 +39,16 @@ const (
 	vaultLoginSA    = "redis-vault"    // spec.auth.vault.serviceAccountName
 	vaultRole       = "redis-rotation"
 	vaultPolicy     = "redis-read"
+	vaultCASecret   = "vault-ca" // holds the test Vault's CA under vaultCAKey; spec.auth.vault.caSecretRef
+	vaultCAKey      = "ca.crt"   // the operator's default key of caSecretRef, written out
 )
+
+// vaultCARef is the caSecretRef of a VaultSource pointing at the test
+// Vault: the Secret startVaultForNamespace creates in the cluster's
+// namespace.
+func vaultCARef() *cachev1beta1.SecretKeySelector {
+	return &cachev1beta1.SecretKeySelector{Name: vaultCASecret, Key: vaultCAKey}
+}
 
 // TestRotationVault (label rotation): the password comes from Vault KV v2
 // and the operator logs in with the Kubernetes auth method. The Vault is
@@ -74,7 +92,8 @@ func TestRotationVault(t *testing.T) {
 		rc.Spec.Auth = &cachev1beta1.AuthSpec{
 			RotationGracePeriod: &metav1.Duration{Duration: rotationGrace},
 			Vault: &cachev1beta1.VaultSource{
-				Address:            vault.Address(),
+				Address:            vault.Address(), // https on the plane's gateway (startVault)
+				CASecretRef:        vaultCARef(),
 				Mount:              "secret",
 				Path:               kvPath,
 				Key:                "password",
@@ -221,10 +240,15 @@ func checkKubernetesLogin(t *testing.T, vault *api.Client, ns string) {
 }
 
 // startVault builds test/vaultserver's command into bin/ (unless
-// E2E_REUSE_BIN=1 and it is there) and runs it on a free port of
-// 127.0.0.1, its output in the plane's log directory (a file per test). It returns a root
-// client and a function that stops the server (also run when t ends).
-func startVault(t *testing.T) (*api.Client, func()) {
+// E2E_REUSE_BIN=1 and it is there) and runs it over HTTPS on a free port of
+// the plane's gateway address (vaultHost), its output in the plane's log
+// directory (a file per test): the operator reaches it there whether it
+// runs on the host or as a pod, without --vault-allow-insecure-http. The
+// serving certificate is from a throwaway CA (vaultTLS). It returns a root
+// client that trusts that CA, the CA's PEM (for the Secret that
+// spec.auth.vault.caSecretRef names) and a function that stops the server
+// (also run when t ends).
+func startVault(t *testing.T) (cl *api.Client, caPEM []byte, stop func()) {
 	t.Helper()
 	bin := filepath.Join(env.binDir, "vaultserver")
 	if _, err := os.Stat(bin); err != nil || os.Getenv("E2E_REUSE_BIN") != "1" {
@@ -232,17 +256,20 @@ func startVault(t *testing.T) (*api.Client, func()) {
 			t.Fatal(err)
 		}
 	}
+	host := vaultHost(t)
+	certFile, keyFile, caPEM := vaultTLS(t, host)
 	// A log of this test's own (scenarios that start a Vault run side by
 	// side): the address and root token are read from it.
 	logPath := filepath.Join(env.stateDir, "logs", "vaultserver-"+strings.ReplaceAll(t.Name(), "/", "_")+".log")
 	if err := os.Remove(logPath); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	p, err := startProcess(logPath, bin, "--listen", "127.0.0.1:0")
+	p, err := startProcess(logPath, bin, "--listen", net.JoinHostPort(host, "0"),
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := func() { p.stop(10 * time.Second) }
+	stop = func() { p.stop(10 * time.Second) }
 	t.Cleanup(stop)
 
 	var addr, token string
@@ -268,10 +295,16 @@ func startVault(t *testing.T) (*api.Client, func()) {
 		}
 		_ = f.Close()
 	}
+	if !strings.HasPrefix(addr, "https://") {
+		t.Fatalf("vaultserver serves %s, want https (is %s an old build? unset E2E_REUSE_BIN)", addr, bin)
+	}
 	cfg := api.DefaultConfig()
 	cfg.Address = addr
 	cfg.MaxRetries = 0
-	cl, err := api.NewClient(cfg)
+	if err := cfg.ConfigureTLS(&api.TLSConfig{CACertBytes: caPEM}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err = api.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +312,89 @@ func startVault(t *testing.T) (*api.Client, func()) {
 	if _, err := cl.Sys().Health(); err != nil {
 		t.Fatalf("vaultserver health: %v", err)
 	}
-	return cl, stop
+	return cl, caPEM, stop
+}
+
+// vaultHost is the address the test Vault listens on: the plane's gateway
+// (netns/gateway of its state directory, an address of 10.244.0.0/24 on
+// the host that pods reach, as for suiteStore), or 127.0.0.1 when the plane
+// has no pod network (LOCALPLANE_PODNET=0: pods share the host's).
+func vaultHost(t *testing.T) string {
+	t.Helper()
+	gw, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway"))
+	switch {
+	case os.IsNotExist(err):
+		return "127.0.0.1"
+	case err != nil:
+		t.Fatalf("the plane's gateway: %v", err)
+	}
+	host := strings.TrimSpace(string(gw))
+	if net.ParseIP(host) == nil {
+		t.Fatalf("the plane's gateway file holds %q, not an IP address", host)
+	}
+	return host
+}
+
+// vaultTLS makes a throwaway CA and a serving certificate it signs for the
+// test Vault (ECDSA P-256 both, valid 24 h; IP SANs host and 127.0.0.1),
+// writes the certificate and its key as PEM files in t.TempDir, and returns
+// their paths and the CA certificate's PEM. The CA's key is dropped: it
+// signs nothing else.
+func vaultTLS(t *testing.T, host string) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serial := func() *big.Int {
+		n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	now := time.Now()
+	caKey := newKey()
+	caTmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "e2e test Vault CA " + t.Name()},
+		NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafKey := newKey()
+	leafTmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "vaultserver"},
+		NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP(host), net.IPv4(127, 0, 0, 1)},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(leafKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "vault.crt"), filepath.Join(dir, "vault.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
 // vaultReviewer creates the service account whose token the Kubernetes
@@ -307,6 +422,28 @@ func vaultReviewer(t *testing.T, ns string) string {
 	return tr.Status.Token
 }
 
+// vaultCASecretIn creates (or, left by an earlier run, updates) the Secret
+// vaultCASecret of ns with caPEM under vaultCAKey, and deletes it when t
+// ends.
+func vaultCASecretIn(t *testing.T, ns string, caPEM []byte) {
+	t.Helper()
+	ctx := context.Background()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vaultCASecret},
+		Data: map[string][]byte{vaultCAKey: caPEM}}
+	err := env.k8s.Create(ctx, sec)
+	if apierrors.IsAlreadyExists(err) {
+		old := &corev1.Secret{}
+		if err = env.k8s.Get(ctx, client.ObjectKeyFromObject(sec), old); err == nil {
+			old.Data = sec.Data
+			err = env.k8s.Update(ctx, old)
+		}
+	}
+	if err != nil {
+		t.Fatalf("Secret %s/%s with the Vault CA: %v", ns, vaultCASecret, err)
+	}
+	t.Cleanup(func() { _ = env.k8s.Delete(context.Background(), sec) })
+}
+
 func createServiceAccount(t *testing.T, ns, name string) {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -326,12 +463,17 @@ func vaultWrite(t *testing.T, cl *api.Client, path string, data map[string]any) 
 // startVaultForNamespace starts the test Vault (startVault) set up for a
 // cluster of namespace ns: the Kubernetes auth method reviews tokens with
 // the plane's API server, policy vaultPolicy grants read on policyPath
-// (e.g. "secret/data/redis/*"), and role vaultRole binds the ServiceAccount
-// vaultLoginSA of ns (created here) with audience vaultAudience. It
-// returns the reviewer's token too, for the checks that it leaks nowhere.
+// (e.g. "secret/data/redis/*"), role vaultRole binds the ServiceAccount
+// vaultLoginSA of ns (created here) with audience vaultAudience, and the
+// Secret vaultCASecret of ns (created here) holds the Vault's CA under
+// vaultCAKey, for a VaultSource's CASecretRef (vaultCARef) with Address
+// vault.Address(). It returns the reviewer's token too, for the checks that
+// it leaks nowhere.
 func startVaultForNamespace(t *testing.T, ns, policyPath string) (vault *api.Client, stop func(), reviewerJWT string) {
 	t.Helper()
-	vault, stop = startVault(t)
+	var caPEM []byte
+	vault, caPEM, stop = startVault(t)
+	vaultCASecretIn(t, ns, caPEM)
 	reviewerJWT = vaultReviewer(t, ns)
 	createServiceAccount(t, ns, vaultLoginSA)
 	vaultWrite(t, vault, "auth/kubernetes/config", map[string]any{

@@ -62,7 +62,7 @@ func TestUsers(t *testing.T) {
 			Name: "app", Rules: usersRules,
 			RotationGracePeriod: &metav1.Duration{Duration: grace},
 			PasswordFrom: cachev1beta1.UserPasswordSource{Vault: &cachev1beta1.VaultSource{
-				Address: vault.Address(), Mount: "secret", Path: "users/app", Key: "password",
+				Address: vault.Address(), CASecretRef: vaultCARef(), Mount: "secret", Path: "users/app", Key: "password",
 				Role: vaultRole, AuthMount: "kubernetes", Audience: vaultAudience, ServiceAccountName: vaultLoginSA,
 				RefreshInterval: &metav1.Duration{Duration: 5 * time.Second},
 			}},

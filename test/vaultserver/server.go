@@ -18,11 +18,16 @@
 // policies, health) and the namespace check. There is no seal, no audit, no
 // leases for secrets, no identity store, no response wrapping and no
 // persistence: everything lives in memory until Close.
+//
+// It serves plain HTTP on a loopback address, or HTTPS (Options.TLSCertFile
+// and TLSKeyFile) on a loopback or private address, such as the gateway of
+// the local plane's pod network that pods reach.
 package vaultserver
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -37,8 +42,17 @@ import (
 // Options configures Start. The zero value is usable.
 type Options struct {
 	// Listen is the TCP address to listen on. It must be a loopback address
-	// (127.0.0.0/8, ::1 or localhost). Default "127.0.0.1:0" (a free port).
+	// (127.0.0.0/8, ::1 or localhost), or with TLS also a private one
+	// (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7); never an
+	// unspecified one (0.0.0.0, ::, empty host). Default "127.0.0.1:0" (a
+	// free port).
 	Listen string
+	// TLSCertFile and TLSKeyFile are PEM files: the serving certificate
+	// (leaf first, then any intermediates) and its private key. With both
+	// set the server speaks HTTPS (TLS 1.2 or later) and Addr is https://;
+	// with neither, plain HTTP. One without the other fails Start.
+	TLSCertFile string
+	TLSKeyFile  string
 	// RootToken is the token with every right. Default: a random token,
 	// readable with Server.RootToken.
 	RootToken string
@@ -86,7 +100,18 @@ func Start(opts Options) (*Server, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
 	}
-	if err := checkLoopback(opts.Listen); err != nil {
+	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
+		return nil, errors.New("vaultserver: TLSCertFile and TLSKeyFile go together")
+	}
+	var tlsConfig *tls.Config
+	if opts.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("vaultserver: TLS key pair: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if err := checkListen(opts.Listen, tlsConfig != nil); err != nil {
 		return nil, err
 	}
 	if opts.RootToken == "" {
@@ -136,16 +161,25 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.listener = ln
 	s.addr = "http://" + ln.Addr().String()
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
+		// TLS handshake failures (a client without the CA) and accept errors.
+		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn})}
+	serve := s.http.Serve
+	if tlsConfig != nil {
+		s.addr = "https://" + ln.Addr().String()
+		// The key pair is in TLSConfig already.
+		serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") }
+	}
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("Serving stopped", "error", err)
 		}
 	}()
 	return s, nil
 }
 
-// Addr is the base URL to give clients as VAULT_ADDR, e.g. "http://127.0.0.1:41234".
+// Addr is the base URL to give clients as VAULT_ADDR, e.g.
+// "http://127.0.0.1:41234", or "https://10.244.0.1:41234" with TLS.
 func (s *Server) Addr() string { return s.addr }
 
 // RootToken is the token that passes every ACL check; use it for setup only.
@@ -166,9 +200,13 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// checkLoopback refuses listen addresses outside the loopback range: this
-// server has no TLS and hands out a root token.
-func checkLoopback(hostport string) error {
+// checkListen refuses listen addresses this server should not answer on:
+// tokens and stored passwords cross every connection. Plain HTTP only on
+// loopback (nothing in clear off the host); with TLS also on a private
+// address (net.IP.IsPrivate: RFC 1918 and IPv6 unique local; the local
+// plane's gateway, which pods reach, is one). Never an unspecified
+// address, which would be every interface.
+func checkListen(hostport string, withTLS bool) error {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return fmt.Errorf("vaultserver: listen address %q: %w", hostport, err)
@@ -177,8 +215,14 @@ func checkLoopback(hostport string) error {
 		return nil
 	}
 	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("vaultserver: listen address %q is not a loopback address", hostport)
+	switch {
+	case ip != nil && ip.IsLoopback():
+		return nil
+	case !withTLS:
+		return fmt.Errorf("vaultserver: listen address %q is not a loopback address (plain HTTP; with TLS a private address is allowed too)", hostport)
+	case ip != nil && ip.IsPrivate():
+		return nil
+	default:
+		return fmt.Errorf("vaultserver: listen address %q is neither a loopback nor a private IP address", hostport)
 	}
-	return nil
 }

@@ -2,8 +2,18 @@ package vaultserver
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -308,6 +318,146 @@ func TestStartRefusesNonLoopback(t *testing.T) {
 			t.Errorf("Start(%q) succeeded, want an error", addr)
 		}
 	}
+	// With TLS a private address passes the check (binding it is another
+	// matter); unspecified and public ones still do not.
+	cert, key, _ := writeTLSFiles(t, "127.0.0.1")
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":8200", "8.8.8.8:8200", "vault.example.com:8200"} {
+		srv, err := Start(Options{Listen: addr, TLSCertFile: cert, TLSKeyFile: key})
+		if err == nil {
+			srv.Close()
+			t.Errorf("Start(%q) with TLS succeeded, want an error", addr)
+		} else if !strings.Contains(err.Error(), "neither a loopback nor a private") {
+			t.Errorf("Start(%q) with TLS: %v, want the listen-address refusal", addr, err)
+		}
+	}
+	for _, addr := range []string{"10.244.0.1:0", "172.16.0.1:0", "192.168.1.1:0", "[fd00::1]:0", "127.0.0.1:0", "localhost:0"} {
+		if err := checkListen(addr, true); err != nil {
+			t.Errorf("checkListen(%q, TLS): %v", addr, err)
+		}
+	}
+}
+
+func TestStartTLSOptions(t *testing.T) {
+	cert, key, _ := writeTLSFiles(t, "127.0.0.1")
+	for name, opts := range map[string]Options{
+		"cert without key": {TLSCertFile: cert},
+		"key without cert": {TLSKeyFile: key},
+		"missing files":    {TLSCertFile: cert + ".absent", TLSKeyFile: key},
+		"key as cert":      {TLSCertFile: key, TLSKeyFile: key},
+	} {
+		if srv, err := Start(opts); err == nil {
+			srv.Close()
+			t.Errorf("%s: Start succeeded, want an error", name)
+		}
+	}
+}
+
+// TestTLS serves HTTPS with a certificate of a throwaway CA: a client
+// trusting that CA reads KV over it, one trusting only the system roots
+// fails the handshake, and plain http to the port is refused.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	cert, key, caPEM := writeTLSFiles(t, "127.0.0.1")
+	srv, err := Start(Options{TLSCertFile: cert, TLSKeyFile: key})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if !strings.HasPrefix(srv.Addr(), "https://127.0.0.1:") {
+		t.Fatalf("Addr() = %q, want https://127.0.0.1:<port>", srv.Addr())
+	}
+
+	cfg := api.DefaultConfig()
+	cfg.Address = srv.Addr()
+	cfg.MaxRetries = 0
+	if err := cfg.ConfigureTLS(&api.TLSConfig{CACertBytes: caPEM}); err != nil {
+		t.Fatalf("ConfigureTLS: %v", err)
+	}
+	root, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatalf("api.NewClient: %v", err)
+	}
+	root.SetToken(srv.RootToken())
+	if _, err := root.KVv2("secret").Put(ctx, "redis/tls", map[string]any{"password": "over-tls"}); err != nil {
+		t.Fatalf("put over https: %v", err)
+	}
+	got, err := root.KVv2("secret").Get(ctx, "redis/tls")
+	if err != nil {
+		t.Fatalf("get over https: %v", err)
+	}
+	if got.Data["password"] != "over-tls" {
+		t.Fatalf("read %v, want over-tls", got.Data["password"])
+	}
+
+	untrusting := client(t, srv.Addr(), srv.RootToken())
+	var unknownCA x509.UnknownAuthorityError
+	if _, err := untrusting.KVv2("secret").Get(ctx, "redis/tls"); !errors.As(err, &unknownCA) {
+		t.Fatalf("get without the CA: err = %v, want x509.UnknownAuthorityError", err)
+	}
+	plain := client(t, "http://"+strings.TrimPrefix(srv.Addr(), "https://"), srv.RootToken())
+	if _, err := plain.KVv2("secret").Get(ctx, "redis/tls"); statusOf(err) != http.StatusBadRequest {
+		t.Fatalf("plain http to the TLS port: err = %v, want 400", err)
+	}
+}
+
+// writeTLSFiles makes a throwaway CA (ECDSA P-256, valid 1 h) and a serving
+// certificate it signs for the IP addresses ips, writes the certificate
+// and key as PEM files in t.TempDir, and returns their paths and the CA's
+// PEM.
+func writeTLSFiles(t *testing.T, ips ...string) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	now := time.Now()
+	caKey := newKey()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vaultserver test CA"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafKey := newKey()
+	leafTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "vaultserver"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, ip := range ips {
+		leafTmpl.IPAddresses = append(leafTmpl.IPAddresses, net.ParseIP(ip))
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(leafKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
 func toStrings(v any) []string {
