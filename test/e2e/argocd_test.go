@@ -62,7 +62,7 @@ const (
 func TestArgoCD(t *testing.T) {
 	scenario(t, "gitops/argocd-appset-waves-3-4-delete")
 	ctx := context.Background()
-	stopOperator(t)
+	removeOperator(t)
 	t.Cleanup(func() { uninstall(t) })
 	installArgoCD(t)
 	repo := serveGitRepo(t)

@@ -44,7 +44,7 @@ func BenchmarkUnrelatedObjects(b *testing.B) {
 	count := envInt(b, "E2E_BENCH_UNRELATED", 2000)
 	ctx := context.Background()
 
-	stopOperator(b)
+	removeOperator(b)
 	op := startBenchOperator(b, 30*time.Second)
 	const name = "unrelated-001"
 	createBenchCluster(b, name)

@@ -217,6 +217,7 @@ func eventDelta(before, after map[string]int) (map[string]int, int) {
 // reads what was written after it.
 func opLogOffset(t testing.TB) int64 {
 	t.Helper()
+	env.opLogs.flush()
 	fi, err := os.Stat(env.opLog)
 	if err != nil {
 		t.Fatalf("operator log: %v", err)
@@ -228,6 +229,7 @@ func opLogOffset(t testing.TB) int64 {
 // that mention namespace ns and contain every one of words.
 func operatorLog(t testing.TB, offset int64, ns string, words ...string) []string {
 	t.Helper()
+	env.opLogs.flush()
 	f, err := os.Open(env.opLog)
 	if err != nil {
 		t.Fatalf("operator log: %v", err)

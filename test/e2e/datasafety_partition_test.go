@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +45,8 @@ const (
 // 127.0.0.1, so first every node is told `CONFIG SET bind-source-addr <pod
 // IP>` and its links opened from 127.0.0.1 are closed (see
 // sourceFromPodIPs): they reconnect from the pod's address, which INPUT
-// rules can then tell apart. The operator, root like the plane's probes, is
-// singled out by its group (operatorGID).
+// rules can then tell apart. The operator runs in its own pod: its
+// connections to the master are cut in the same chain, by its pod IP.
 func testAsymmetricPartition(t *testing.T) {
 	const name = "datasafety/asymmetric-partition"
 	scenario(t, name)
@@ -72,7 +71,7 @@ func testAsymmetricPartition(t *testing.T) {
 	fw := &firewall{t: t}
 	t.Cleanup(fw.remove)
 	cut := time.Now()
-	fw.add("OUTPUT", "-d", M, "-p", "tcp", "-m", "owner", "--gid-owner", strconv.Itoa(operatorGID), "-j", "DROP")
+	fw.add(chain, "-s", suiteOperatorPod(t).Status.PodIP, "-d", M, "-j", "DROP")
 	fw.add(chain, "-s", R, "-d", M, "-j", "DROP")
 	fw.add(chain, "-s", M, "-d", R, "-j", "DROP")
 	masterNode, replicaNode := c.nodeClient(M, pw), c.nodeClient(R, pw)

@@ -1,8 +1,12 @@
-// Package e2e is the end-to-end suite of the RedisCluster operator: it runs
-// the operator as a separate process against the local control plane
-// (test/localplane: a real kube-apiserver, etcd and kube-controller-manager,
-// with pods run as local redis-server processes on their own 127.x.y.z
-// addresses) and drives real Redis Clusters through the field failures
+// Package e2e is the end-to-end suite of the RedisCluster operator: it
+// installs the operator as users do (`redis-operator manifests --overlay
+// dev` applied unchanged: its Deployment, ServiceAccount and shipped RBAC,
+// leader election, the conversion and validating webhooks behind their
+// Service with self-managed certificates) on the local control plane
+// (test/localplane: a real kube-apiserver, etcd, kube-controller-manager,
+// scheduler and kube-proxy, with pods run as local processes in their own
+// network namespaces, the operator's pod running this checkout's binary as
+// its image), and drives real Redis Clusters through the field failures
 // listed in /work/shared/cases (R1, R2, R3, R5, R7, R9, R11, R14, R18, R20
 // and a variant of C3).
 //
@@ -34,8 +38,9 @@
 // other top-level test has finished, so the whole suite fits CI's budget on
 // two cores. Only a test that keeps to its own namespaces and leaves the
 // shared operator, the nodes and the plane's network alone may do that; the
-// ones that stop or kill the operator (stopOperator, killOperator), install
-// their own, drain or lose nodes, or add iptables rules run one at a time,
+// ones that stop or kill the operator (stopOperator, killOperator: its
+// Deployment scaled to 0, its process signalled), install their own
+// (removeOperator), drain or lose nodes, or add iptables rules run one at a time,
 // before the side-by-side group.
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the

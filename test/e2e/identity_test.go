@@ -30,12 +30,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The suite's operator process acts as a ServiceAccount of its own, bound
-// to the rules of the ClusterRole the overlays ship, not as the plane's
-// admin: a verb missing from the shipped RBAC makes the operator's request
-// forbidden in whichever scenario needs it, and checkSuiteIdentity fails
-// the run naming it. Its own names, so that TestInstalled's uninstall of
-// the shipped RBAC leaves it alone.
+// The benchmarks' operator process (BenchmarkManyClusters,
+// BenchmarkUnrelatedObjects) acts as a ServiceAccount of its own, bound to
+// the rules of the ClusterRole the overlays ship, not as the plane's admin.
+// Its own names, so that an uninstall of the shipped RBAC leaves it alone.
 const (
 	suiteSANamespace = "redis-operator-e2e"
 	suiteSAName      = "redis-operator"
@@ -118,9 +116,11 @@ func shippedRules(manifests []byte) ([]rbacv1.PolicyRule, error) {
 }
 
 // checkSuiteIdentity reads the plane's audit logs (test/localplane's
-// AuditLog and its rotated files): the suite operator's ServiceAccount must
-// have made requests, and none of them may have been forbidden. It returns
-// what a person reads when that fails, "" otherwise.
+// AuditLog and its rotated files): the installed operator's ServiceAccount
+// (installSA, bound by the shipped RBAC) must have made requests, and none
+// of them may have been forbidden: a verb missing from the shipped RBAC
+// fails the run, naming it, even when no scenario notices. It returns what
+// a person reads when that fails, "" otherwise.
 func (s *suite) checkSuiteIdentity() string {
 	files, _ := filepath.Glob(filepath.Join(s.stateDir, "logs", "kube-apiserver-audit*.log"))
 	var requests, refused int
@@ -134,7 +134,7 @@ func (s *suite) checkSuiteIdentity() string {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			var e auditEvent
-			if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != suiteSAUser {
+			if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != installSA {
 				continue
 			}
 			requests++
@@ -151,7 +151,7 @@ func (s *suite) checkSuiteIdentity() string {
 	}
 	switch {
 	case requests == 0:
-		return fmt.Sprintf("the audit logs (%d files) hold no request of %s: the operator did not run as its ServiceAccount", len(files), suiteSAUser)
+		return fmt.Sprintf("the audit logs (%d files) hold no request of %s: the operator did not run as its ServiceAccount", len(files), installSA)
 	case len(forbidden) > 0:
 		var kinds []string
 		for what, n := range forbidden {
@@ -159,8 +159,8 @@ func (s *suite) checkSuiteIdentity() string {
 		}
 		sort.Strings(kinds)
 		return fmt.Sprintf("%d of %d requests of %s were forbidden (the shipped ClusterRole %s lacks them): %s",
-			refused, requests, suiteSAUser, shippedRoleName, strings.Join(kinds, "; "))
+			refused, requests, installSA, shippedRoleName, strings.Join(kinds, "; "))
 	}
-	fmt.Printf("e2e: the operator made %d requests as %s, none forbidden\n", requests, suiteSAUser)
+	fmt.Printf("e2e: the operator made %d requests as %s, none forbidden\n", requests, installSA)
 	return ""
 }

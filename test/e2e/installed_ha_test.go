@@ -42,7 +42,7 @@ const leaseName = "redis-operator.cache.redis.io"
 func TestInstalledHA(t *testing.T) {
 	scenario(t, "install/ha-leader-killed-3-5")
 	ctx := context.Background()
-	stopOperator(t)
+	removeOperator(t)
 	t.Cleanup(func() { uninstall(t) })
 	since := time.Now() // the audit check covers the install too
 	install(t, "staging", 3)

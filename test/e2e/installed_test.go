@@ -41,8 +41,8 @@ const (
 	installCRD        = "redisclusters.cache.redis.io"
 )
 
-// TestInstalled (label install): the operator as a user installs it. The
-// suite's operator process is stopped; the YAML of `redis-operator
+// TestInstalled (label install): the operator as a user installs it, from
+// scratch. The suite's operator is uninstalled; the YAML of `redis-operator
 // manifests --overlay dev` (CRD with the conversion webhook, RBAC, the
 // Deployment, the webhook Service and configuration, unchanged) is
 // applied to the plane, whose node runs the operator's image with this
@@ -62,12 +62,12 @@ const (
 //     here.
 //
 // When it ends, the cluster is deleted (through the installed operator's
-// finalizer), the install removed, the CRD put back without the webhook,
-// and the suite's operator started again.
+// finalizer), the install removed, and the suite's operator installed
+// again.
 func TestInstalled(t *testing.T) {
 	scenario(t, "install/dev-overlay-v1alpha1-3-4")
 	ctx := context.Background()
-	stopOperator(t)
+	removeOperator(t)
 	t.Cleanup(func() { uninstall(t) })
 	since := time.Now() // the audit check covers the install too
 	install(t, "dev", 0)
@@ -144,14 +144,20 @@ func TestInstalled(t *testing.T) {
 // count set to replicas when that is not 0 (the only change the suite
 // makes to an overlay), and waits until the operator's Deployment has every
 // replica available and both webhooks have a CA bundle.
-func install(t *testing.T, overlay string, replicas int64) {
+func install(t testing.TB, overlay string, replicas int64) {
 	t.Helper()
-	installWith(t, filepath.Join(env.binDir, "redis-operator"), overlay, func(d *unstructured.Unstructured) {
+	if err := installOverlay(filepath.Join(env.binDir, "redis-operator"), overlay, replicas); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installOverlay is install returning its error, for the suite's set-up.
+func installOverlay(binary, overlay string, replicas int64) error {
+	return installWithErr(binary, overlay, func(d *unstructured.Unstructured) error {
 		if replicas > 0 {
-			if err := unstructured.SetNestedField(d.Object, replicas, "spec", "replicas"); err != nil {
-				t.Fatal(err)
-			}
+			return unstructured.SetNestedField(d.Object, replicas, "spec", "replicas")
 		}
+		return nil
 	})
 }
 
@@ -160,36 +166,41 @@ func install(t *testing.T, overlay string, replicas int64) {
 // by editDeployment, and waits until every replica of the Deployment runs
 // its current template (a rollout finished, no pod of an older one left)
 // and both webhooks have a CA bundle.
-func installWith(t *testing.T, binary, overlay string, editDeployment func(*unstructured.Unstructured)) {
+func installWith(t testing.TB, binary, overlay string, editDeployment func(*unstructured.Unstructured)) {
 	t.Helper()
+	if err := installWithErr(binary, overlay, func(d *unstructured.Unstructured) error { editDeployment(d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func installWithErr(binary, overlay string, editDeployment func(*unstructured.Unstructured) error) error {
 	ctx := context.Background()
 	out, err := exec.Command(binary, "manifests", "--overlay", overlay).Output()
 	if err != nil {
-		t.Fatalf("%s manifests --overlay %s: %v", filepath.Base(binary), overlay, err)
+		return fmt.Errorf("%s manifests --overlay %s: %v", filepath.Base(binary), overlay, err)
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	n := 0
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("decoding the manifests: %v", err)
+			return fmt.Errorf("decoding the manifests: %v", err)
 		}
 		if len(u.Object) == 0 {
 			continue
 		}
 		if u.GetKind() == "Deployment" && u.GetName() == installDeployment {
-			editDeployment(u)
+			if err := editDeployment(u); err != nil {
+				return err
+			}
 		}
 		if err := env.k8s.Patch(ctx, u, client.Apply, client.FieldOwner("e2e-install"), client.ForceOwnership); err != nil {
-			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
+			return fmt.Errorf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
-		n++
 	}
-	t.Logf("applied %d objects of the %s overlay rendered by %s", n, overlay, filepath.Base(binary))
 
-	waitFor(t, "the operator's Deployment rolled out and its webhooks' CA bundles injected", 3*time.Minute, func() (bool, string) {
+	return pollErr("the operator's Deployment rolled out and its webhooks' CA bundles injected", 3*time.Minute, func() (bool, string) {
 		d := &appsv1.Deployment{}
 		if err := env.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: installDeployment}, d); err != nil {
 			return false, err.Error()
@@ -215,8 +226,32 @@ func installWith(t *testing.T, binary, overlay string, editDeployment func(*unst
 				return false, "webhook " + wh.Name + " has no CA bundle yet"
 			}
 		}
+		// The validating webhook answers (its Service has a ready endpoint
+		// and the serving certificate matches the injected bundle): a
+		// server-side dry-run create of a valid RedisCluster is admitted.
+		probe := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-webhook-probe"},
+			Spec: cachev1beta1.RedisClusterSpec{Shards: 3}}
+		if err := env.k8s.Create(ctx, probe, client.DryRunAll); err != nil {
+			return false, "the validating webhook does not admit a dry-run create yet: " + err.Error()
+		}
 		return true, ""
 	})
+}
+
+// pollErr polls cond every 500 ms until it holds, or returns an error with
+// its last message after timeout.
+func pollErr(what string, timeout time.Duration, cond func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting %s for %s: %s", timeout, what, msg)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // uninstall removes what install applied: the operator's namespace
@@ -224,7 +259,7 @@ func installWith(t *testing.T, binary, overlay string, editDeployment func(*unst
 // reconcile at once and the next install starts clean), then the webhook
 // configuration and the cluster-scoped RBAC, and puts the
 // CRD back as the suite installs it (no conversion webhook).
-func uninstall(t *testing.T) {
+func uninstall(t testing.TB) {
 	ctx := context.Background()
 	del := func(o client.Object) {
 		if err := env.k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
@@ -255,7 +290,7 @@ func uninstall(t *testing.T) {
 
 // waitFor polls cond every 500 ms until it holds, failing t with its last
 // message after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

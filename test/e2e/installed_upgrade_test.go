@@ -50,7 +50,7 @@ const upgradeFlag = "--resync-period=20s"
 func TestInstalledUpgrade(t *testing.T) {
 	scenario(t, "install/upgrade-from-previous-release")
 	previous := buildPreviousRelease(t)
-	stopOperator(t)
+	removeOperator(t)
 	t.Cleanup(func() { uninstall(t) })
 	short := previousRelease[:7]
 	installWith(t, previous, "dev", func(d *unstructured.Unstructured) {

@@ -25,32 +25,35 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
-// suite is what every scenario shares: one local plane and one operator
-// process for the whole run.
+// suite is what every scenario shares: one local plane and one installed
+// operator (operator_test.go) for the whole run.
 type suite struct {
 	root     string // repository root
 	binDir   string // localplane, redis-operator and the Kubernetes binaries
 	tmpDir   string // everything this run writes
 	stateDir string // the plane's state directory
-	opLog    string // the operator's log file
-	// opKubeconfig is the operator's kubeconfig: its own ServiceAccount
-	// (identity_test.go), not the plane's admin.
-	opKubeconfig string
+	// opLog is the operator's log: every operator pod's container logs,
+	// copied by opLogs as they grow, so that it outlives the pods.
+	opLog  string
+	opLogs *logCollector
 
 	cfg *rest.Config
 	k8s client.Client
 
-	plane    *process
-	operator *process
+	plane *process
 	// operatorStopped is set while a scenario has stopped the operator on
 	// purpose (stopOperator); checkOperator then does not fail.
 	operatorStopped bool
+	// operatorRestarts is the operator's container restart count when the
+	// suite last installed it; checkOperator fails a scenario when it grows
+	// (at most every 5 s: operatorChecked).
+	operatorRestarts int32
+	operatorChecked  time.Time
 
 	fixtureDir string
 }
@@ -163,125 +166,26 @@ func setupSuite() (*suite, error) {
 	if s.k8s, err = client.New(s.cfg, client.Options{Scheme: scheme}); err != nil {
 		return s, err
 	}
-	// The CRD as generated, without the conversion webhook patch: the
-	// operator runs as a local process, not behind an in-cluster Service.
-	if _, err := envtest.InstallCRDs(s.cfg, envtest.CRDInstallOptions{
-		Paths:              []string{filepath.Join(root, "kustomize", "base", "crd", "bases")},
-		ErrorIfPathMissing: true,
-	}); err != nil {
-		return s, fmt.Errorf("installing the CRD: %w", err)
-	}
-	if err := envtest.WaitForCRDs(s.cfg, nil, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "kustomize", "base", "crd", "bases")},
-	}); err != nil {
-		return s, fmt.Errorf("waiting for the CRD: %w", err)
-	}
 	fmt.Printf("e2e: local plane up in %.0fs (state %s)\n", time.Since(start).Seconds(), s.stateDir)
 
 	s.opLog = filepath.Join(logDir, "operator.log")
-	if s.opKubeconfig, err = s.operatorKubeconfig(); err != nil {
+	if s.opLogs, err = startLogCollector(filepath.Join(s.stateDir, "pods", installNS+"_*", "logs", "*", "*.log"), s.opLog); err != nil {
 		return s, err
 	}
-	if s.operator, err = s.launchOperator(); err != nil {
-		return s, err
+	start = time.Now()
+	env = s // installOverlay reads env
+	if err := installOverlay(filepath.Join(s.binDir, "redis-operator"), suiteOverlay, 0); err != nil {
+		return s, fmt.Errorf("installing the operator (overlay %s): %w", suiteOverlay, err)
 	}
+	fmt.Printf("e2e: operator installed from the %s overlay in %.0fs\n", suiteOverlay, time.Since(start).Seconds())
 	return s, nil
 }
 
-// operatorGID is the group the operator process runs as (still as root):
-// an iptables rule with `-m owner --gid-owner` singles out its connections,
-// which leave from 127.0.0.1 like those of the plane's probes.
-const operatorGID = 4711
-
-// launchOperator starts the operator process, its log appended to s.opLog.
-func (s *suite) launchOperator() (*process, error) {
-	return startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, s.opLog, filepath.Join(s.binDir, "redis-operator"),
-		"--kubeconfig", s.opKubeconfig, "--leader-elect=false", "--webhooks=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		// The test Vault (test/vaultserver, TestRotationVault) serves plain
-		// http on 127.0.0.1; without this flag the operator refuses it.
-		"--vault-allow-insecure-http",
-		// V(1) too: the engine's waits say why a cluster is not converging.
-		"--zap-log-level=debug")
-}
-
-// stopOperator stops the operator (SIGTERM, SIGKILL after 30 s) for a
-// scenario that works on the cluster behind its back, and restarts it when
-// t ends unless startOperator did already, so later scenarios and the
-// cluster's deletion find it running.
-func stopOperator(t testing.TB) {
-	t.Helper()
-	checkOperator(t)
-	env.operator.stop(30 * time.Second)
-	operatorDown(t)
-	t.Logf("operator stopped")
-}
-
-// killOperator stops the operator with SIGKILL: no shutdown runs, and a
-// reconcile in flight ends wherever it is (between two Redis commands of a
-// slot move, say). Like stopOperator, it restarts the operator when t ends
-// unless startOperator did already.
-func killOperator(t testing.TB) {
-	t.Helper()
-	checkOperator(t)
-	env.operator.kill()
-	operatorDown(t)
-}
-
-// terminateOperator sends the operator SIGTERM, as the kubelet does first,
-// and waits up to grace for it to exit; it then SIGKILLs it, as the kubelet
-// does after terminationGracePeriodSeconds. It returns how long the
-// process took to exit, whether it did within grace, and its exit error
-// (nil: status 0). Like stopOperator, it restarts the operator when t ends
-// unless startOperator did already.
-func terminateOperator(t testing.TB, grace time.Duration) (time.Duration, bool, error) {
-	t.Helper()
-	checkOperator(t)
-	p := env.operator
-	start := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	inTime := true
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		inTime = false
-		p.kill()
-	}
-	took := time.Since(start)
-	operatorDown(t)
-	return took, inTime, p.err
-}
-
-// operatorDown records that the operator was stopped on purpose, and
-// starts it again when t ends if it is still stopped then.
-func operatorDown(t testing.TB) {
-	env.operatorStopped = true
-	t.Cleanup(func() {
-		if env.operatorStopped {
-			startOperator(t)
-		}
-	})
-}
-
-// startOperator starts the operator again after stopOperator.
-func startOperator(t testing.TB) {
-	t.Helper()
-	p, err := env.launchOperator()
-	if err != nil {
-		t.Fatalf("starting the operator again: %v", err)
-	}
-	env.operator, env.operatorStopped = p, false
-	t.Logf("operator started")
-}
-
-// teardown stops the operator (SIGTERM, then SIGKILL) and the plane
-// (`localplane down`, which also sweeps any process a pod left behind),
-// and removes the run's directory unless the run failed or
-// E2E_KEEP_STATE=1.
+// teardown stops the plane (`localplane down`, which stops the operator's
+// pod with the others and sweeps any process a pod left behind), and
+// removes the run's directory unless the run failed or E2E_KEEP_STATE=1.
 func (s *suite) teardown(passed bool) {
-	if s.operator != nil {
-		s.operator.stop(30 * time.Second)
-	}
+	s.opLogs.flush()
 	if s.stateDir != "" {
 		down := exec.Command(filepath.Join(s.binDir, "localplane"), "down", "--state-dir", s.stateDir, "--timeout", "90s")
 		if out, err := down.CombinedOutput(); err != nil {
@@ -291,6 +195,7 @@ func (s *suite) teardown(passed bool) {
 	if s.plane != nil {
 		s.plane.stop(30 * time.Second)
 	}
+	s.opLogs.stop()
 	switch {
 	case s.tmpDir == "":
 	case passed && os.Getenv("E2E_KEEP_STATE") != "1":
@@ -436,18 +341,6 @@ func waitPlane(stateDir string, p *process, timeout time.Duration) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("the local plane was not ready within %s; see %s/logs", timeout, stateDir)
-}
-
-// checkOperator fails t when the operator process has exited.
-func checkOperator(t testing.TB) {
-	t.Helper()
-	if env.operatorStopped {
-		return
-	}
-	if env.operator.exited() {
-		env.printOperatorLog(os.Stderr, 60)
-		t.Fatalf("the operator exited: %v", env.operator.err)
-	}
 }
 
 // ensureNamespace creates ns if it does not exist.

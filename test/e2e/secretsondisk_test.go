@@ -46,6 +46,7 @@ func (c *cluster) checkSecretsHidden(secrets []string) string {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	env.opLogs.flush()
 	raw, err := os.ReadFile(env.opLog)
 	if err != nil {
 		c.t.Fatal(err)
