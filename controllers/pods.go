@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,7 +30,8 @@ type podInfo struct {
 	// State says why a pod that is not Up does not run, as kubectl would
 	// show it: "Terminating", its redis container's waiting reason
 	// ("CrashLoopBackOff", "ContainerCreating", ...), "Pending" (not
-	// scheduled), or "not running". "" when Up.
+	// scheduled), or "not running". "" when Up, except for a pod whose
+	// start script refused to start redis-server (handoverRefusedState).
 	State       string
 	Terminating bool
 	// Node is the Kubernetes node the pod is bound to, "" before it is
@@ -158,11 +160,21 @@ func podUp(p *corev1.Pod) bool {
 	return false
 }
 
+// handoverRefusedState is the State of a master's pod whose start script
+// refused to start redis-server (resources.HandoverRefusedMarker in its
+// last termination message) and that is not ready since.
+const handoverRefusedState = "redis-server not started: no replica won the election that hands over its slots; " +
+	"it retries at each container restart; if a majority of the masters cannot come back, see docs/troubleshooting.md"
+
 // podState says why p does not run (see podInfo.State); "" when it is up.
+// A pod whose start script refused to start redis-server says so even while
+// its container runs (the script runs the handover again at each restart).
 func podState(p *corev1.Pod) string {
 	switch {
 	case p.DeletionTimestamp != nil:
 		return "Terminating"
+	case handoverRefused(p):
+		return handoverRefusedState
 	case podUp(p):
 		return ""
 	}
@@ -175,6 +187,21 @@ func podState(p *corev1.Pod) string {
 		return string(corev1.PodPending)
 	}
 	return "not running"
+}
+
+// handoverRefused reports whether p's redis container is not ready and last
+// ended because its start script refused to start redis-server.
+func handoverRefused(p *corev1.Pod) bool {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == resources.RedisContainerName {
+			t := c.LastTerminationState.Terminated
+			if c.State.Terminated != nil {
+				t = c.State.Terminated
+			}
+			return !c.Ready && t != nil && strings.Contains(t.Message, resources.HandoverRefusedMarker)
+		}
+	}
+	return false
 }
 
 // endpoint is the engine's address of a pod, with where it runs and

@@ -83,3 +83,34 @@ func TestShardSpecMarksPodsThatDoNotRun(t *testing.T) {
 		t.Errorf("a running pod without the Ready condition: state %q", summary.States["c-shard-0-0"])
 	}
 }
+
+// A master's pod whose start script refused to start redis-server (no
+// replica won the handover's election) names that refusal, with the way
+// out, while it is not ready: whether its container is running the
+// handover again or waits to restart. Once ready it is up like any other.
+func TestPodStateNamesHandoverRefusal(t *testing.T) {
+	refusal := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+		Message: "start: no replica of 4f1e was elected within 300000 ms (a majority of the masters must vote), and 10.0.0.2:6379 holds the shard's data: " +
+			resources.HandoverRefusedMarker + ", which would make it full-sync an empty dataset"}
+	running := redisPod("c-shard-0-0", "10.0.0.1", &corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+	running.Status.ContainerStatuses[0].LastTerminationState.Terminated = refusal
+	backoff := redisPod("c-shard-0-0", "10.0.0.1", &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
+	backoff.Status.ContainerStatuses[0].LastTerminationState.Terminated = refusal
+	ready := running.DeepCopy()
+	ready.Status.ContainerStatuses[0].Ready = true
+	other := redisPod("c-shard-0-0", "10.0.0.1", &corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+	other.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: "killed"}
+	for name, tc := range map[string]struct {
+		pod  corev1.Pod
+		want string
+	}{
+		"running the handover again": {running, handoverRefusedState},
+		"waiting to restart":         {backoff, handoverRefusedState},
+		"ready since":                {*ready, ""},
+		"another exit":               {other, ""},
+	} {
+		if got := podState(&tc.pod); got != tc.want {
+			t.Errorf("%s: state %q, want %q", name, got, tc.want)
+		}
+	}
+}

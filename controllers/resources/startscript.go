@@ -22,6 +22,13 @@ exec redis-server ` + DataDir + `/redis.conf --bind "$POD_IP" --cluster-announce
 // ends a wait that is too long.
 const handoverMaxWaitMs = "300000"
 
+// HandoverRefusedMarker is in the line the start script prints when it does
+// not start redis-server because no replica won the handover's election;
+// the container's termination message (its log's tail, with
+// FallbackToLogsOnError) then holds it, and the operator's status names
+// the refusal.
+const HandoverRefusedMarker = "not starting redis-server"
+
 // handoverRefused is handover's exit status (a decimal string) when it
 // refuses to start an empty master over a replica that holds the shard's
 // data.
@@ -151,7 +158,7 @@ const handoverScript = `handover() {
     done
     i=$((i + 1))
   done
-  echo "start: no replica of $me was elected within $w ms (a majority of the masters must vote), and $best holds the shard's data: not starting redis-server, which would make it full-sync an empty dataset; the container exits and the handover runs again at its restart" >&2
+  echo "start: no replica of $me was elected within $w ms (a majority of the masters must vote), and $best holds the shard's data: ` + HandoverRefusedMarker + `, which would make it full-sync an empty dataset; the container exits and the handover runs again at its restart" >&2
   return ` + handoverRefused + `
 }
 `
