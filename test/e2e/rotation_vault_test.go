@@ -5,14 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/tlscerts"
 )
 
 // Names of the Vault side of TestRotationVault.
@@ -336,65 +330,31 @@ func vaultHost(t *testing.T) string {
 }
 
 // vaultTLS makes a throwaway CA and a serving certificate it signs for the
-// test Vault (ECDSA P-256 both, valid 24 h; IP SANs host and 127.0.0.1),
-// writes the certificate and its key as PEM files in t.TempDir, and returns
-// their paths and the CA certificate's PEM. The CA's key is dropped: it
-// signs nothing else.
+// test Vault (controllers/tlscerts: ECDSA P-256, the leaf valid for
+// tlscerts.LeafValidity; IP SANs host and 127.0.0.1), writes the
+// certificate and its key as PEM files in t.TempDir, and returns their
+// paths and the CA certificate's PEM. The CA's key is dropped: it signs
+// nothing else.
 func vaultTLS(t *testing.T, host string) (certFile, keyFile string, caPEM []byte) {
 	t.Helper()
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	serial := func() *big.Int {
-		n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	now := time.Now()
-	caKey := newKey()
-	caTmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "e2e test Vault CA " + t.Name()},
-		NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caPEM, caKey, err := tlscerts.NewCA("e2e test Vault CA "+t.Name(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafKey := newKey()
-	leafTmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "vaultserver"},
-		NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP(host), net.IPv4(127, 0, 0, 1)},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(leafKey)
+	certPEM, keyPEM, err := tlscerts.Issue(caPEM, caKey, nil, []net.IP{net.ParseIP(host), net.IPv4(127, 0, 0, 1)}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	certFile, keyFile = filepath.Join(dir, "vault.crt"), filepath.Join(dir, "vault.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o600); err != nil {
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return certFile, keyFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	return certFile, keyFile, caPEM
 }
 
 // vaultReviewer creates the service account whose token the Kubernetes
