@@ -49,15 +49,16 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 		repeats  int
 		failures int
 		res      *Result
-		// waitingSince is when the current run of Wait-only plans began;
-		// lastWait is the reason last logged, so a wait is logged once, not
-		// every poll.
+		// waitingSince is when the observation that began the current run of
+		// Wait-only plans started; lastWait is the reason last logged, so a
+		// wait is logged once, not every poll.
 		waitingSince time.Time
 		lastWait     string
 		// acted: steps ran since the last observation, so res is stale.
 		acted bool
 	)
 	for {
+		observedAt := time.Now()
 		view, err := e.observe(ctx, c, desired.endpoints())
 		if err != nil {
 			// Cancelled while observing: after a run of waits the last
@@ -91,9 +92,13 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 				}
 				return res, perr
 			}
+			// The observation that found the wait counts towards the budget: one
+			// that dialled a node whose address swallows packets (a lost Kubernetes
+			// node) took the dial timeout, and the status waits for this pass.
 			if waitingSince.IsZero() {
-				waitingSince = time.Now()
-			} else if b := e.opts.WaitBudget; b > 0 && time.Since(waitingSince) >= b {
+				waitingSince = observedAt
+			}
+			if b := e.opts.WaitBudget; b > 0 && time.Since(waitingSince) >= b {
 				return res, fmt.Errorf("%w: %s", ErrNotReady, waitReason)
 			}
 			tr.update(func(p *Progress) { p.Step = "Wait: " + waitReason })

@@ -3,7 +3,10 @@ package topology
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,5 +56,63 @@ func TestDeadlineEndsAWait(t *testing.T) {
 	}
 	if res == nil || res.View == nil || res.View.Node("s0-0").Reachable() {
 		t.Fatalf("the result does not show s0-0 unreachable: %+v", res)
+	}
+}
+
+// silentAddr is a loopback address that accepts TCP connections and never answers on them,
+// as a frozen node, or one behind a network that swallows packets, makes every command wait
+// out its timeout. It counts the connections it accepted.
+func silentAddr(t *testing.T) (string, *atomic.Int32) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return l.Addr().String(), &accepted
+}
+
+// TestWaitBudgetCountsTheObservation: when observing takes as long as the wait budget (a
+// node that does not answer makes the observation wait out the command timeout), the pass
+// returns after that one observation, ErrNotReady naming the shard, instead of observing
+// again: the status then says what was seen one observation sooner.
+func TestWaitBudgetCountsTheObservation(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all, _ := c.form(3, 2)
+
+	cut := c.desired(1, all)
+	addr, accepted := silentAddr(t)
+	cut.Shards[0].Nodes[0].Addr = addr
+	e := New(Options{WaitBudget: time.Second, CommandTimeout: time.Second, DialTimeout: time.Second, Logger: c.engine.opts.Logger})
+	res, err := e.Reconcile(context.Background(), cut, nil)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s0") {
+		t.Fatalf("Reconcile returned %v, want ErrNotReady naming shard s0", err)
+	}
+	if res == nil || res.View == nil || res.View.Node("s0-0").Reachable() {
+		t.Fatalf("the result does not show s0-0 unreachable: %+v", res)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("the silent node was dialled %d times, want once: one observation", n)
 	}
 }

@@ -283,12 +283,19 @@ func (c *cluster) waitSettled(timeout time.Duration) *cachev1beta1.RedisCluster 
 // settled reports whether the RedisCluster is Ready and Redis agrees on
 // every pod as it runs now: each answers cluster_state ok with all 16384
 // slots served, knows every pod and holds none as failing or in
-// handshake. A status written before the operator was stopped, or before
-// a partition ended, can still say Ready while Redis does not agree yet.
+// handshake, and the pods status.shards names as masters are the masters
+// in Redis. A status written before the operator was stopped, before a
+// partition ended, or during a pass that waited out a lost node's dial
+// timeout, can still say Ready while Redis does not agree.
 func (c *cluster) settled() (bool, string) {
 	c.t.Helper()
-	if rc := c.get(); !isReady(rc) {
+	rc := c.get()
+	if !isReady(rc) {
 		return false, statusSummary(rc)
+	}
+	statusMasters := map[string]bool{}
+	for _, sh := range rc.Status.Shards {
+		statusMasters[sh.MasterPod] = true
 	}
 	pw := c.password()
 	pods := c.pods()
@@ -312,6 +319,11 @@ func (c *cluster) settled() (bool, string) {
 			if n.has("fail") || n.has("fail?") || n.has("handshake") || n.has("noaddr") {
 				return false, fmt.Sprintf("%s sees %s (%s) with flags %v", p.Name, n.ID, n.Addr, n.Flags)
 			}
+		}
+		// The status names the masters Redis has: a status written before a
+		// failover, still saying Ready, is not settled.
+		if me, ok := myself(parseNodes(nodes)); ok && me.has("master") != statusMasters[p.Name] {
+			return false, fmt.Sprintf("%s is %v in Redis, status.shards masters %v", p.Name, me.Flags, statusMasters)
 		}
 	}
 	return true, ""
