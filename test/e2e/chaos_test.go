@@ -195,6 +195,12 @@ func killPod(t testing.TB, ip string) {
 // restored (booted, its pods started again) after d.
 func loseNode(t testing.TB, node string, d time.Duration) *fault {
 	t.Helper()
+	if operatorOnNode(t, node) {
+		// The operator goes down with its node, as in the field; its container
+		// restarts when the node is back (operatorLost).
+		env.operatorLost = true
+		t.Logf("the operator's pod runs on %s and is lost with it", node)
+	}
 	planeNode(t, "lose", node)
 	return inject(t, "lose node "+node, d, func() error {
 		out, err := exec.Command(filepath.Join(env.binDir, "localplane"), "node", "restore",

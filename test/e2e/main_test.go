@@ -54,6 +54,9 @@ type suite struct {
 	// (at most every 5 s: operatorChecked).
 	operatorRestarts int32
 	operatorChecked  time.Time
+	// operatorLost is set while the operator's pod was lost with its node
+	// (loseNode) and is not available again.
+	operatorLost bool
 
 	fixtureDir string
 }

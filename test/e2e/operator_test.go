@@ -245,6 +245,21 @@ func waitProcessGone(pid int, timeout time.Duration) bool {
 	}
 }
 
+// operatorOnNode reports whether a pod of the operator runs on node.
+func operatorOnNode(t testing.TB, node string) bool {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := env.k8s.List(context.Background(), pods, client.InNamespace(installNS)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node {
+			return true
+		}
+	}
+	return false
+}
+
 // operatorRestarts sums the restart counts of the operator's containers.
 func operatorRestarts(t testing.TB) int32 {
 	t.Helper()
@@ -263,13 +278,24 @@ func operatorRestarts(t testing.TB) int32 {
 
 // checkOperator fails t when the operator's container restarted since the
 // suite started it (it crashed, or its liveness probe failed), unless a
-// scenario stopped it on purpose. It looks at most every 5 s.
+// scenario stopped it on purpose, or lost its node (then the count starts
+// again once the operator is available). It looks at most every 5 s.
 func checkOperator(t testing.TB) {
 	t.Helper()
 	if env.operatorStopped || time.Since(env.operatorChecked) < 5*time.Second {
 		return
 	}
 	env.operatorChecked = time.Now()
+	if env.operatorLost {
+		// Its node was lost with it (loseNode): its restart is expected, and
+		// counts from the moment it is available again.
+		d := &appsv1.Deployment{}
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: installNS, Name: installDeployment}, d); err == nil &&
+			d.Status.AvailableReplicas >= ptrValue(d.Spec.Replicas) {
+			env.operatorRestarts, env.operatorLost = operatorRestarts(t), false
+		}
+		return
+	}
 	if n := operatorRestarts(t); n > env.operatorRestarts {
 		env.opLogs.flush()
 		env.printOperatorLog(os.Stderr, 60)
