@@ -15,40 +15,54 @@ import (
 // reason: "moving master of <shard> from node X to node Y: ...").
 const masterMoveMark = "moving master of"
 
-// mastersPerNode counts status.shards' masters per node, and the share of
-// each: ceil(masters / nodes the cluster's pods run on).
-func mastersPerNode(rc *cachev1beta1.RedisCluster) (map[string]int, int) {
-	per, used := map[string]int{}, map[string]bool{}
+// spread reports whether no node and no zone holds more than its share of
+// status.shards' masters: ceil(masters / nodes the cluster's pods run on),
+// and the same over their zones (zones maps node to zone), as aboveShare
+// judges the promotions.
+func spread(rc *cachev1beta1.RedisCluster, zones map[string]string) (bool, string) {
+	var masterNodes []string
+	usedNodes, usedZones := map[string]bool{}, map[string]bool{}
 	for _, sh := range rc.Status.Shards {
-		per[sh.MasterNode]++
-		used[sh.MasterNode] = true
-		for _, n := range sh.ReplicaNodes {
-			used[n] = true
+		if sh.MasterNode == "" {
+			return false, "shard " + sh.Name + " has no master node in the status"
+		}
+		masterNodes = append(masterNodes, sh.MasterNode)
+		for _, n := range append([]string{sh.MasterNode}, sh.ReplicaNodes...) {
+			usedNodes[n], usedZones[zones[n]] = true, true
 		}
 	}
-	return per, (len(rc.Status.Shards) + len(used) - 1) / len(used)
-}
-
-// spread reports whether no node holds more than its share of masters.
-func spread(rc *cachev1beta1.RedisCluster) (bool, string) {
-	per, share := mastersPerNode(rc)
-	for n, k := range per {
-		if k > share || n == "" {
-			return false, fmt.Sprintf("masters per node %v, share %d", per, share)
+	perNode, perZone := map[string]int{}, map[string]int{}
+	for _, n := range masterNodes {
+		perNode[n]++
+		perZone[zones[n]]++
+	}
+	nodeShare := (len(masterNodes) + len(usedNodes) - 1) / len(usedNodes)
+	zoneShare := (len(masterNodes) + len(usedZones) - 1) / len(usedZones)
+	why := fmt.Sprintf("masters per node %v (share %d), per zone %v (share %d)", perNode, nodeShare, perZone, zoneShare)
+	for _, k := range perNode {
+		if k > nodeShare {
+			return false, why
+		}
+	}
+	for _, k := range perZone {
+		if k > zoneShare {
+			return false, why
 		}
 	}
 	return true, ""
 }
 
 // waitSpread waits until the cluster is settled with its masters spread
-// (no node above its share) and returns it with the time that was seen.
+// (no node or zone above its share) and returns it with the time that was
+// seen.
 func (c *cluster) waitSpread(timeout time.Duration) (*cachev1beta1.RedisCluster, time.Time) {
 	c.t.Helper()
-	c.poll("settled with masters spread over the nodes", timeout, func() (bool, string) {
+	zones := nodeZones(c.t)
+	c.poll("settled with masters spread over the nodes and zones", timeout, func() (bool, string) {
 		if ok, why := c.settled(); !ok {
 			return false, why
 		}
-		return spread(c.get())
+		return spread(c.get(), zones)
 	})
 	return c.get(), time.Now()
 }
