@@ -405,17 +405,28 @@ func testLost(t *testing.T, name, clusterName string, lose func(*testing.T, *cac
 // pods run on), the engine's own measure (controllers/topology/spread.go).
 // load describes the count per node and per zone.
 func aboveShare(masterNodes, podNames []string, pods map[string]corev1.Pod, zones map[string]string) (over bool, load string) {
-	usedNodes, usedZones := map[string]bool{}, map[string]bool{}
+	used := make([]string, 0, len(podNames))
 	for _, p := range podNames {
-		usedNodes[pods[p].Spec.NodeName] = true
-		usedZones[zones[pods[p].Spec.NodeName]] = true
+		used = append(used, pods[p].Spec.NodeName)
+	}
+	return overShare(masterNodes, used, zones)
+}
+
+// overShare reports whether a node or a zone holds more than its share of
+// the masters on masterNodes: ceil(masters / nodes in usedNodes), and the
+// same over their zones (zones maps node to zone); load says the counts.
+func overShare(masterNodes, usedNodes []string, zones map[string]string) (over bool, load string) {
+	nodes, usedZones := map[string]bool{}, map[string]bool{}
+	for _, n := range usedNodes {
+		nodes[n] = true
+		usedZones[zones[n]] = true
 	}
 	perNode, perZone := map[string]int{}, map[string]int{}
 	for _, n := range masterNodes {
 		perNode[n]++
 		perZone[zones[n]]++
 	}
-	nodeShare := (len(masterNodes) + len(usedNodes) - 1) / len(usedNodes)
+	nodeShare := (len(masterNodes) + len(nodes) - 1) / len(nodes)
 	zoneShare := (len(masterNodes) + len(usedZones) - 1) / len(usedZones)
 	for _, k := range perNode {
 		over = over || k > nodeShare

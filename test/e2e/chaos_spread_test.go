@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -16,40 +15,19 @@ import (
 const masterMoveMark = "moving master of"
 
 // spread reports whether no node and no zone holds more than its share of
-// status.shards' masters: ceil(masters / nodes the cluster's pods run on),
-// and the same over their zones (zones maps node to zone), as aboveShare
-// judges the promotions.
+// status.shards' masters (overShare, over the nodes the cluster's pods run
+// on), as aboveShare judges the promotions.
 func spread(rc *cachev1beta1.RedisCluster, zones map[string]string) (bool, string) {
-	var masterNodes []string
-	usedNodes, usedZones := map[string]bool{}, map[string]bool{}
+	var masterNodes, used []string
 	for _, sh := range rc.Status.Shards {
 		if sh.MasterNode == "" {
 			return false, "shard " + sh.Name + " has no master node in the status"
 		}
 		masterNodes = append(masterNodes, sh.MasterNode)
-		for _, n := range append([]string{sh.MasterNode}, sh.ReplicaNodes...) {
-			usedNodes[n], usedZones[zones[n]] = true, true
-		}
+		used = append(append(used, sh.MasterNode), sh.ReplicaNodes...)
 	}
-	perNode, perZone := map[string]int{}, map[string]int{}
-	for _, n := range masterNodes {
-		perNode[n]++
-		perZone[zones[n]]++
-	}
-	nodeShare := (len(masterNodes) + len(usedNodes) - 1) / len(usedNodes)
-	zoneShare := (len(masterNodes) + len(usedZones) - 1) / len(usedZones)
-	why := fmt.Sprintf("masters per node %v (share %d), per zone %v (share %d)", perNode, nodeShare, perZone, zoneShare)
-	for _, k := range perNode {
-		if k > nodeShare {
-			return false, why
-		}
-	}
-	for _, k := range perZone {
-		if k > zoneShare {
-			return false, why
-		}
-	}
-	return true, ""
+	over, load := overShare(masterNodes, used, zones)
+	return !over, load
 }
 
 // waitSpread waits until the cluster is settled with its masters spread
