@@ -117,9 +117,12 @@ func shippedRules(manifests []byte) ([]rbacv1.PolicyRule, error) {
 
 // checkSuiteIdentity reads the plane's audit logs (test/localplane's
 // AuditLog and its rotated files): the installed operator's ServiceAccount
-// (installSA, bound by the shipped RBAC) must have made requests, and none
-// of them may have been forbidden: a verb missing from the shipped RBAC
-// fails the run, naming it, even when no scenario notices. It returns what
+// (installSA, bound by the shipped RBAC) must have made requests while the
+// suite's own install was in place, and none of them may have been
+// forbidden: a verb missing from the shipped RBAC fails the run, naming it,
+// even when no scenario notices. Requests of installs a scenario made
+// (TestInstalled*, TestArgoCD, whose cascade deletes the RBAC while the
+// operator's pod still stops) are that scenario's to judge. It returns what
 // a person reads when that fails, "" otherwise.
 func (s *suite) checkSuiteIdentity() string {
 	files, _ := filepath.Glob(filepath.Join(s.stateDir, "logs", "kube-apiserver-audit*.log"))
@@ -134,7 +137,7 @@ func (s *suite) checkSuiteIdentity() string {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			var e auditEvent
-			if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != installSA {
+			if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != installSA || !s.suiteInstalled(e.StageTimestamp.Time) {
 				continue
 			}
 			requests++

@@ -54,6 +54,12 @@ type suite struct {
 	// (at most every 5 s: operatorChecked).
 	operatorRestarts int32
 	operatorChecked  time.Time
+	// installedSince and installedSpans are when the suite's own install
+	// was in place (installSuiteOperator until removeOperator): only then
+	// are the ServiceAccount's requests the suite's to judge
+	// (checkSuiteIdentity); scenarios that install their own judge theirs.
+	installedSince time.Time
+	installedSpans [][2]time.Time
 	// operatorLost is set while the operator's pod was lost with its node
 	// (loseNode) and is not available again.
 	operatorLost bool
@@ -177,6 +183,7 @@ func setupSuite() (*suite, error) {
 	}
 	start = time.Now()
 	env = s // installOverlay reads env
+	s.installedSince = start
 	if err := installOverlay(filepath.Join(s.binDir, "redis-operator"), suiteOverlay, 0); err != nil {
 		return s, fmt.Errorf("installing the operator (overlay %s): %w", suiteOverlay, err)
 	}

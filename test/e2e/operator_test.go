@@ -38,6 +38,9 @@ const suiteOverlay = "dev"
 // Deployment is available and both webhooks have a CA bundle.
 func installSuiteOperator(t testing.TB) {
 	t.Helper()
+	if env.installedSince.IsZero() {
+		env.installedSince = time.Now()
+	}
 	install(t, suiteOverlay, 0)
 	env.operatorRestarts = operatorRestarts(t)
 }
@@ -64,7 +67,23 @@ func stopOperator(t testing.TB) {
 func removeOperator(t testing.TB) {
 	t.Helper()
 	stopOperator(t)
+	env.installedSpans = append(env.installedSpans, [2]time.Time{env.installedSince, time.Now()})
+	env.installedSince = time.Time{}
 	uninstall(t)
+}
+
+// suiteInstalled reports whether at was while the suite's own install was
+// in place.
+func (s *suite) suiteInstalled(at time.Time) bool {
+	if !s.installedSince.IsZero() && !at.Before(s.installedSince) {
+		return true
+	}
+	for _, span := range s.installedSpans {
+		if !at.Before(span[0]) && !at.After(span[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // killOperator SIGKILLs the operator's process in its pod: no shutdown
