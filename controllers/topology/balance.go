@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // involvedMasters are the desired masters and every other reachable owner of slots.
@@ -175,8 +174,9 @@ func (p *planner) forgetLeavingSteps() []Step {
 		if !free {
 			continue
 		}
-		if err := p.keysLeft(sh); errors.Is(err, errLoading) {
-			p.wait("%s", strings.TrimPrefix(err.Error(), errLoading.Error()+": "))
+		var loading loadingError
+		if err := p.keysLeft(sh); errors.As(err, &loading) {
+			p.wait("%s", loading)
 			continue
 		} else if err != nil {
 			p.blockers = append(p.blockers, err)

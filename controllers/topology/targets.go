@@ -23,15 +23,15 @@ func (a *assessment) drained(sh *shardState) (ids []string, ok bool) {
 // (its pod does not run) holds no keys in memory, and what its disk holds is served
 // elsewhere once every slot owner is reachable: then it does not keep the shard; while an
 // unreachable node owns slots it does (it may be that node). A node loading a dataset
-// gives errLoading, which the planner waits out rather than reports. nil when every node is
+// gives a loadingError, which the planner waits out rather than reports. nil when every node is
 // reachable, or Down as above, and every master answers DBSIZE 0.
 func (a *assessment) keysLeft(sh *shardState) error {
 	for _, n := range sh.nodes {
 		switch {
 		case n.Down() && a.ownersReachable():
 		case n.Loading():
-			return fmt.Errorf("%w: leaving shard %s: %s is loading a dataset, so it is not known to hold no keys yet",
-				errLoading, sh.spec.Name, n.Endpoint.Name)
+			return loadingError(fmt.Sprintf("leaving shard %s: %s is loading a dataset, so it is not known to hold no keys yet",
+				sh.spec.Name, n.Endpoint.Name))
 		case !n.Reachable():
 			return fmt.Errorf("%w: leaving shard %s: %s is unreachable, so it is not known to hold no keys; not forgetting the shard: %v",
 				ErrNotReady, sh.spec.Name, n.Endpoint.Name, n.Err)
@@ -43,9 +43,13 @@ func (a *assessment) keysLeft(sh *shardState) error {
 	return nil
 }
 
-// errLoading marks a keysLeft answer that the next observation may change within seconds:
-// a node of the shard is loading a dataset.
-var errLoading = fmt.Errorf("%w: a node is loading", ErrNotReady)
+// loadingError is keysLeft's answer when a node of the shard is loading a dataset: the next
+// observation may change it within seconds, so the planner waits (its text is the wait's
+// reason) instead of blocking. It is an ErrNotReady.
+type loadingError string
+
+func (e loadingError) Error() string { return string(e) }
+func (e loadingError) Unwrap() error { return ErrNotReady }
 
 // slotsFree reports whether a leaving shard owns no slots, claims none and has no open
 // slot. ids are the node IDs attributed to the shard.
