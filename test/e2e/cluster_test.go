@@ -181,6 +181,33 @@ func (c *cluster) poll(what string, timeout time.Duration, cond func() (bool, st
 	}
 }
 
+// waitReadyAfter polls until the RedisCluster is Ready in a status written
+// after since, and returns it: its Ready condition turned True after since
+// (lastTransitionTime has whole seconds, so one after since is), or the
+// status observer saw it not Ready from since on. Right after a disruption
+// the status read may still be the one written before it: a pass writes
+// its status when it ends, up to the engine's wait budget later.
+func (c *cluster) waitReadyAfter(since time.Time, timeout time.Duration) *cachev1beta1.RedisCluster {
+	c.t.Helper()
+	var rc *cachev1beta1.RedisCluster
+	c.poll("Ready again", timeout, func() (bool, string) {
+		rc = c.get()
+		if !isReady(rc) {
+			return false, statusSummary(rc)
+		}
+		if cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); cond.LastTransitionTime.After(since) {
+			return true, ""
+		}
+		for _, ob := range c.obs.since(since) {
+			if ob.cond(cachev1beta1.RedisClusterReadyCondition) != metav1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, "Ready, but still as written before " + since.Format(time.TimeOnly) + ": " + statusSummary(rc)
+	})
+	return rc
+}
+
 // statusSummary is a one-line view of the status for failure messages.
 func statusSummary(rc *cachev1beta1.RedisCluster) string {
 	var b strings.Builder

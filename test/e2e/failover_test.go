@@ -112,7 +112,7 @@ func (c *cluster) loseMaster(shard int, lose func(pod, ip string), hung bool) {
 		}
 		return false, "the pod is not back and ready"
 	})
-	rc = c.waitReady(5 * time.Minute)
+	rc = c.waitReadyAfter(start, 5*time.Minute)
 	ready := time.Now()
 	w.waitWrites(200, time.Minute)
 	r := w.verify(c.clusterClient())
