@@ -69,7 +69,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 	r.announceWork(ctx, s, eng, up, desired)
 	tctx, cancel := context.WithTimeout(ctx, r.PassBudget)
 	defer cancel()
-	prog := &progressReporter{r: r, s: s, ctx: ctx, before: s.rc.Status.Migration.DeepCopy()}
+	prog := &progressReporter{r: r, s: s, ctx: ctx, desired: desired, before: s.rc.Status.Migration.DeepCopy()}
 	res, err := eng.Reconcile(tctx, desired, prog.report)
 	s.result = res
 	if res != nil {
@@ -182,11 +182,16 @@ func shardCountChanging(rc *cachev1beta1.RedisCluster, o *status.Observation) bo
 
 // progressReporter turns the engine's progress callbacks into
 // status.migration (written every migrationStatusInterval during a long
-// call) and, at the end of the call, one event listing its steps.
+// call), a status written early when the engine waits on a fault (see
+// reportFault) and, at the end of the call, one event listing its steps.
 type progressReporter struct {
-	r   *RedisClusterReconciler
-	s   *scope
-	ctx context.Context
+	r       *RedisClusterReconciler
+	s       *scope
+	ctx     context.Context
+	desired topology.Desired
+	// faultWritten: reportFault wrote (or tried to write) this pass's
+	// status already.
+	faultWritten bool
 	// before is status.migration as the previous pass left it: a migration
 	// spans many passes (each bounded by PassBudget), and the status counts
 	// from its start, not from this pass's.
@@ -205,6 +210,48 @@ func (p *progressReporter) report(pr topology.Progress) {
 		p.wrote = time.Now()
 		p.writeMigration()
 	}
+	if res := pr.Observed; res != nil && !p.faultWritten {
+		// What this pass reports if the wait budget runs out now
+		// (reconcileTopology's ErrNotReady case).
+		t := status.Summarize(res.View, p.desired, res)
+		t.EngineRan = true
+		t.EngineErr = fmt.Errorf("%w: %s", topology.ErrNotReady, strings.TrimPrefix(pr.Step, "Wait: "))
+		t.Migration = p.migration()
+		p.reportFault(t)
+	}
+}
+
+// reportFault writes the status at once, before the engine call ends, when
+// the engine waits on Redis while the status written last says Ready and
+// the wait's observation t makes the cluster Degraded or finds pods not
+// ready: a master that does not answer and whose failover Redis decides,
+// every pod deleted. The pass's own write comes when the wait ends, up to
+// the engine's wait budget later, and meanwhile a Ready with no pod up is
+// not the truth. A wait that is not a fault (gossip agreeing on a new
+// epoch, a replica syncing) writes nothing, so Ready does not flap. At
+// most one write per pass; the written status is the pass's base after.
+func (p *progressReporter) reportFault(t *status.Topology) {
+	s := p.s
+	if !meta.IsStatusConditionTrue(s.original.Status.Conditions, cachev1beta1.RedisClusterReadyCondition) {
+		return
+	}
+	before := s.obs.Topology
+	s.obs.Topology = t
+	probe := s.rc.DeepCopy()
+	status.Apply(probe, &s.obs, s.now, false)
+	if !meta.IsStatusConditionTrue(probe.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition) && len(s.obs.Pods.NotReady) == 0 {
+		s.obs.Topology = before
+		return
+	}
+	p.faultWritten = true
+	if err := p.r.writeStatus(p.ctx, s, nil, false); err != nil {
+		s.log.Info("Cannot write the status while the engine waits", "error", err.Error())
+		return
+	}
+	s.log.V(1).Info("Wrote the status while the engine waits", "phase", s.rc.Status.Phase)
+	// The events are out and the written status is the new base.
+	s.events = nil
+	s.original = s.rc.DeepCopy()
 }
 
 func isWaitStep(step string) bool { return len(step) >= 4 && step[:4] == "Wait" }

@@ -26,6 +26,7 @@ func (t *tracker) update(f func(p *Progress)) {
 	if t.cb != nil {
 		t.cb(t.p)
 	}
+	t.p.Observed = nil // one report's
 }
 
 // execute runs the actionable steps of one plan: runs of consecutive steps of one kind run

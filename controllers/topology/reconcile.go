@@ -101,7 +101,7 @@ func (e *Engine) Reconcile(ctx context.Context, desired Desired, progress func(P
 			if b := e.opts.WaitBudget; b > 0 && time.Since(waitingSince) >= b {
 				return res, fmt.Errorf("%w: %s", ErrNotReady, waitReason)
 			}
-			tr.update(func(p *Progress) { p.Step = "Wait: " + waitReason })
+			tr.update(func(p *Progress) { p.Step, p.Observed = "Wait: "+waitReason, res })
 			if waitReason != lastWait {
 				e.log.V(1).Info("Waiting for Redis", "reason", waitReason)
 				lastWait = waitReason

@@ -181,12 +181,17 @@ var (
 )
 
 // Progress reports what a running Reconcile is doing; Reconcile calls the progress callback
-// after each step batch and after each pipelined round of a slot migration.
+// after each step batch, after each pipelined round of a slot migration, and on each poll
+// of a wait (Step "Wait: " and the reason).
 type Progress struct {
 	Step       string // human description of the current step
 	SlotsMoved int    // slots migrated so far in this Reconcile call
 	SlotsTotal int    // slots this Reconcile call plans to migrate
 	KeysMoved  int64  // keys moved with MIGRATE so far in this Reconcile call
+	// Observed is set on the report of a wait only: the Result of the observation that
+	// found it, which is what Reconcile returns (with ErrNotReady) if the wait budget runs
+	// out there. The caller may report it before the call ends; nil on other reports.
+	Observed *Result
 }
 
 // ShardStatus summarises one desired shard after Reconcile.

@@ -26,7 +26,28 @@ func TestWaitBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// An engine of its own: the cluster's formation above waits for gossip longer than 1 s.
-	res, err := New(Options{WaitBudget: time.Second, Logger: c.engine.opts.Logger}).Reconcile(ctx, cut, nil)
+	// Each poll of the wait reports the observation that found it (the
+	// controller writes it at once when it is a fault): Observed on the wait's
+	// reports only, showing s0-0 unreachable.
+	var waits, observed, unreachable int
+	report := func(p Progress) {
+		if strings.HasPrefix(p.Step, "Wait: ") {
+			waits++
+		}
+		if p.Observed != nil {
+			observed++
+			if !strings.HasPrefix(p.Step, "Wait: ") {
+				t.Errorf("Observed on a report of %q", p.Step)
+			}
+			if p.Observed.View != nil && !p.Observed.View.Node("s0-0").Reachable() {
+				unreachable++
+			}
+		}
+	}
+	res, err := New(Options{WaitBudget: time.Second, Logger: c.engine.opts.Logger}).Reconcile(ctx, cut, report)
+	if waits == 0 || observed != waits || unreachable != waits {
+		t.Errorf("%d wait reports, %d with the observation, %d of them showing s0-0 unreachable", waits, observed, unreachable)
+	}
 	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s0") {
 		t.Fatalf("Reconcile returned %v, want ErrNotReady naming shard s0", err)
 	}
