@@ -151,13 +151,27 @@ func (r *RedisClusterReconciler) announceWork(ctx context.Context, s *scope, eng
 		s.obs.Topology = nil
 		return
 	}
-	if err := r.writeStatus(ctx, s, nil, false); err != nil {
+	if err := r.writeEarly(ctx, s); err != nil {
 		s.log.Info("Cannot write the status before the topology work", "error", err.Error())
 		return
 	}
 	// The events are out and the written status is the new base.
 	s.events = nil
 	s.original = s.rc.DeepCopy()
+}
+
+// writeEarly writes the status in the middle of a pass (announceWork,
+// reportFault). When the write fails, s.rc.Status is put back as it was:
+// patchStatus computed the conditions into it, and the pass's final write
+// would otherwise diff against a transition that was never stored (a Ready
+// lastTransitionTime moved to this pass with Ready True throughout).
+func (r *RedisClusterReconciler) writeEarly(ctx context.Context, s *scope) error {
+	before := s.rc.Status.DeepCopy()
+	if err := r.writeStatus(ctx, s, nil, false); err != nil {
+		s.rc.Status = *before
+		return err
+	}
+	return nil
 }
 
 // stuckRequeue is when a pass that found the cluster stuck for a reason
@@ -210,7 +224,8 @@ func (p *progressReporter) report(pr topology.Progress) {
 		p.wrote = time.Now()
 		p.writeMigration()
 	}
-	if res := pr.Observed; res != nil && !p.faultWritten {
+	if res := pr.Observed; res != nil && !p.faultWritten &&
+		meta.IsStatusConditionTrue(p.s.original.Status.Conditions, cachev1beta1.RedisClusterReadyCondition) {
 		// What this pass reports if the wait budget runs out now
 		// (reconcileTopology's ErrNotReady case).
 		t := status.Summarize(res.View, p.desired, res)
@@ -228,13 +243,12 @@ func (p *progressReporter) report(pr topology.Progress) {
 // every pod deleted. The pass's own write comes when the wait ends, up to
 // the engine's wait budget later, and meanwhile a Ready with no pod up is
 // not the truth. A wait that is not a fault (gossip agreeing on a new
-// epoch, a replica syncing) writes nothing, so Ready does not flap. At
-// most one write per pass; the written status is the pass's base after.
+// epoch, a replica syncing) writes nothing. A fault that heals within the
+// wait (a master's container restarting in under 5 s) is reported, and
+// Ready again at the pass's end: it happened. At most one write per pass,
+// bounded by RedisTimeout; the written status is the pass's base after.
 func (p *progressReporter) reportFault(t *status.Topology) {
 	s := p.s
-	if !meta.IsStatusConditionTrue(s.original.Status.Conditions, cachev1beta1.RedisClusterReadyCondition) {
-		return
-	}
 	before := s.obs.Topology
 	s.obs.Topology = t
 	probe := s.rc.DeepCopy()
@@ -244,7 +258,9 @@ func (p *progressReporter) reportFault(t *status.Topology) {
 		return
 	}
 	p.faultWritten = true
-	if err := p.r.writeStatus(p.ctx, s, nil, false); err != nil {
+	ctx, cancel := context.WithTimeout(p.ctx, p.r.RedisTimeout)
+	defer cancel()
+	if err := p.r.writeEarly(ctx, s); err != nil {
 		s.log.Info("Cannot write the status while the engine waits", "error", err.Error())
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/topology"
@@ -153,5 +154,103 @@ func TestWaitOnFaultWritesStatusAtOnce(t *testing.T) {
 	wait(p, &topology.Result{View: view}, reason)
 	if stored().ResourceVersion != rv {
 		t.Error("an early write on a status that was not Ready")
+	}
+}
+
+// An early write that fails leaves the pass's status as it was: the pass's
+// own write at the end, finding the cluster Ready again, does not move
+// Ready's lastTransitionTime (the 1-minute settle before masters are
+// spread counts from it), since Ready was never stored False.
+func TestFailedEarlyWriteLeavesNoTransition(t *testing.T) {
+	ctx := context.Background()
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 1},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	failing := false
+	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(rc).WithStatusSubresource(rc).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if failing {
+				return errors.New("the API server timed out")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	r := &RedisClusterReconciler{Client: cl, Recorder: record.NewFakeRecorder(100), RedisTimeout: time.Second}
+	since := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	view, desired := faultView()
+	pass := func(at time.Time) (*scope, *progressReporter) {
+		live := &cachev1beta1.RedisCluster{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
+			t.Fatal(err)
+		}
+		s := newScope(live, at, logr.Discard())
+		h := healthyObservation()
+		s.obs.Creds, s.obs.PodsObserved, s.obs.Pods, s.obs.Topology = h.Creds, true, h.Pods, h.Topology
+		return s, &progressReporter{r: r, s: s, ctx: ctx, desired: desired}
+	}
+	s, _ := pass(since)
+	if err := r.writeStatus(ctx, s, nil, true); err != nil {
+		t.Fatal(err)
+	}
+
+	// An hour later a master does not answer for a moment; the early write
+	// fails, the wait ends with the master back, and the pass writes.
+	s, p := pass(since.Add(time.Hour))
+	view.Nodes[0].Err = errors.New("connection refused")
+	failing = true
+	p.report(topology.Progress{Step: "Wait: a replica's promotion", Observed: &topology.Result{View: view}})
+	failing = false
+	if !meta.IsStatusConditionTrue(s.rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition) {
+		t.Fatalf("after a failed early write the pass's status says Ready %v", s.rc.Status.Conditions)
+	}
+	s.obs.Topology = healthyObservation().Topology
+	if err := r.writeStatus(ctx, s, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	live := &cachev1beta1.RedisCluster{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(live.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
+	if ready.Status != metav1.ConditionTrue || !ready.LastTransitionTime.Time.Equal(since) {
+		t.Errorf("Ready %s since %s, want True since %s (it never was stored False)", ready.Status, ready.LastTransitionTime.UTC(), since)
+	}
+}
+
+// A status write that conflicts because only the object's metadata moved
+// on (a label set while the pass waited) is retried on the fresh object
+// with everything the pass set, the TLS serials included: before, only
+// status.credentials was carried over, and a renewed certificate's serial
+// went missing until the next pass.
+func TestConflictRetryKeepsThePassStatus(t *testing.T) {
+	ctx := context.Background()
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 1},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(rc).WithStatusSubresource(rc).Build()
+	r := &RedisClusterReconciler{Client: cl, Recorder: record.NewFakeRecorder(100)}
+	live := &cachev1beta1.RedisCluster{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
+		t.Fatal(err)
+	}
+	s := newScope(live, time.Now(), logr.Discard())
+	h := healthyObservation()
+	s.obs.Creds, s.obs.PodsObserved, s.obs.Pods, s.obs.Topology = h.Creds, true, h.Pods, h.Topology
+	s.rc.Status.TLS = &cachev1beta1.TLSStatus{Serial: "02", AppliedSerial: "01"}
+
+	labelled := live.DeepCopy()
+	labelled.Labels = map[string]string{"team": "cache"}
+	if err := cl.Update(ctx, labelled); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.writeStatus(ctx, s, nil, true); err != nil {
+		t.Fatalf("writing after a label change: %v", err)
+	}
+	stored := &cachev1beta1.RedisCluster{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), stored); err != nil {
+		t.Fatal(err)
+	}
+	if tls := stored.Status.TLS; tls == nil || tls.Serial != "02" || tls.AppliedSerial != "01" {
+		t.Errorf("status.tls after the retried write: %+v, want serial 02 applied 01", tls)
+	}
+	if stored.Status.Phase == "" || stored.Labels["team"] != "cache" {
+		t.Errorf("phase %q, labels %v: the retry did not write the pass's status on the fresh object", stored.Status.Phase, stored.Labels)
 	}
 }

@@ -435,10 +435,13 @@ func (r *RedisClusterReconciler) writeStatus(ctx context.Context, s *scope, pass
 			!equality.Semantic.DeepEqual(latest.Status, s.original.Status) {
 			break
 		}
-		credentials := s.rc.Status.Credentials
+		// The stored status is the one this pass began with: what the pass
+		// set in s.rc.Status (credentials, TLS serials, conditions) applies
+		// to the fresh object as it is.
+		computed := s.rc.Status.DeepCopy()
 		s.original = latest.DeepCopy()
 		s.rc = latest
-		s.rc.Status.Credentials = credentials
+		s.rc.Status = *computed
 		err = r.patchStatus(ctx, s, succeeded)
 	}
 	if err != nil {
@@ -463,6 +466,7 @@ const statusWriteAttempts = 3
 // s.original's, as a merge patch guarded by s.original's resourceVersion.
 func (r *RedisClusterReconciler) patchStatus(ctx context.Context, s *scope, succeeded bool) error {
 	rc := s.rc
+	s.obs.CertificatePending = ""
 	if t := rc.Status.TLS; t != nil && t.Serial != "" && t.Serial != t.AppliedSerial {
 		s.obs.CertificatePending = t.Serial
 	}

@@ -191,6 +191,9 @@ func (c *cluster) waitReadyAfter(since time.Time, timeout time.Duration) *cachev
 	c.t.Helper()
 	var rc *cachev1beta1.RedisCluster
 	c.poll("Ready again", timeout, func() (bool, string) {
+		// What the observer saw before this read: a not-Ready it records
+		// after the read cannot vouch for the Ready read.
+		seen := c.obs.since(since)
 		rc = c.get()
 		if !isReady(rc) {
 			return false, statusSummary(rc)
@@ -198,7 +201,7 @@ func (c *cluster) waitReadyAfter(since time.Time, timeout time.Duration) *cachev
 		if cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); cond.LastTransitionTime.After(since) {
 			return true, ""
 		}
-		for _, ob := range c.obs.since(since) {
+		for _, ob := range seen {
 			if ob.cond(cachev1beta1.RedisClusterReadyCondition) != metav1.ConditionTrue {
 				return true, ""
 			}

@@ -63,7 +63,7 @@ func TestDisruptive(t *testing.T) {
 		// Ready as a pass after the deletion wrote it: the pass running at
 		// the deletion still writes the Ready it began with.
 		ready := c.waitReadyAfter(start, 60*time.Second)
-		left := "never (the pass after the deletion found it Ready)"
+		left := "between two of the observer's polls (200 ms)"
 		for _, ob := range c.obs.since(start) {
 			if ob.cond(cachev1beta1.RedisClusterReadyCondition) != metav1.ConditionTrue {
 				left = fmt.Sprintf("%.1fs after the deletion", ob.at.Sub(start).Seconds())
