@@ -25,11 +25,16 @@ const (
 
 // reconcileLiveConfig applies the live part of the config (see
 // resources.LiveConfigDefaults) with CONFIG SET on every node (nothing is
-// written to the node's disk), without restarts, once the topology converged and no rolling step
-// ran this pass. New or restarted pods read the same values from the
-// ConfigMap, which the children phase updated first.
+// written to the node's disk), without restarts, once the topology
+// converged, or settled around pods that do not run (Result.Settled), and
+// no rolling step ran this pass. New or restarted pods read the same
+// values from the ConfigMap, which the children phase updated first. With
+// pods that do not run, the nodes that do get the config and it is not
+// recorded as applied: a container restarting may read a ConfigMap volume
+// the kubelet has not refreshed yet, so the first converged pass applies
+// it again, to every node, and records it.
 func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
-	if s.rc.Spec.Paused || s.result == nil || !s.result.Converged || s.acted {
+	if s.rc.Spec.Paused || s.result == nil || !(s.result.Converged || s.result.Settled) || s.acted {
 		return ctrl.Result{}, false, nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -47,13 +52,18 @@ func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *sco
 	}
 	apply := resources.LiveConfigToApply(desired, previous)
 	var eps []topology.Endpoint
+	var down []string
 	for _, sh := range s.shards {
 		for _, p := range sh.Pods {
+			if !p.Up {
+				down = append(down, p.Name)
+				continue
+			}
 			eps = append(eps, p.endpoint())
 		}
 	}
 	keys := slices.Sorted(maps.Keys(apply))
-	s.log.Info("Applying live config", "keys", strings.Join(keys, ","), "nodes", len(eps))
+	s.log.Info("Applying live config", "keys", strings.Join(keys, ","), "nodes", len(eps), "notRunning", down)
 	actx, cancel := context.WithTimeout(ctx, 2*r.RedisTimeout)
 	defer cancel()
 	if err := r.engine(s, s.password).ApplyConfig(actx, eps, apply); err != nil {
@@ -65,6 +75,9 @@ func (r *RedisClusterReconciler) reconcileLiveConfig(ctx context.Context, s *sco
 		return ctrl.Result{}, true, s.obs.ReconcileErr
 	}
 
+	if len(down) > 0 {
+		return ctrl.Result{}, false, nil
+	}
 	base := cm.DeepCopy()
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}

@@ -22,8 +22,9 @@ import (
 // TestSickNode (label disruptive), issue 14 item 5: one replica pod of a
 // 3×1 cluster can never run (its image cannot be pulled); the cluster
 // still scales 3→4 under writes with WAIT 1: every slot is served by 4 masters in an even split, the
-// status names the sick pod and why, and once the pod is repaired the
-// cluster is Ready with every acknowledged key readable.
+// status names the sick pod and why, a live config change reaches every
+// node that runs, and once the pod is repaired the cluster is Ready with
+// every acknowledged key readable and the new config on every node.
 func TestSickNode(t *testing.T) {
 	t.Parallel() // side by side: see doc.go
 	t.Run("scale-out-with-a-sick-replica", func(t *testing.T) {
@@ -68,10 +69,35 @@ func TestSickNode(t *testing.T) {
 		// are acknowledged.
 		w.waitWrites(20, 3*time.Minute)
 
+		// A live config change reaches every node that runs while the sick
+		// pod does not (it used to wait for a converged cluster).
+		c.update(func(rc *cachev1beta1.RedisCluster) {
+			if rc.Spec.Config == nil {
+				rc.Spec.Config = map[string]string{}
+			}
+			rc.Spec.Config["maxmemory-policy"] = "allkeys-lru"
+		})
+		pw := c.password()
+		c.poll("maxmemory-policy allkeys-lru on every node that runs", 2*time.Minute, func() (bool, string) {
+			for _, p := range c.pods() {
+				if p.Name == sick {
+					continue
+				}
+				ctx, cancel := redisCtx()
+				got, err := c.nodeClient(p.Status.PodIP, pw).ConfigGet(ctx, "maxmemory-policy").Result()
+				cancel()
+				if err != nil || got["maxmemory-policy"] != "allkeys-lru" {
+					return false, fmt.Sprintf("%s: %v %v", p.Name, got, err)
+				}
+			}
+			return true, ""
+		})
+
 		repair()
 		rc = c.waitReady(5 * time.Minute)
 		ids := c.checkConverged(rc)
 		c.checkStatusShards(rc, ids)
+		c.checkConfigEverywhere("maxmemory-policy", "allkeys-lru")
 		w.verify(c.clusterClient())
 	})
 }
