@@ -95,7 +95,9 @@ func (r *RedisClusterReconciler) reconcileExternalAccess(ctx context.Context, s 
 // holds for its pod, so MOVED and ASK name the per-pod Service as soon as
 // it has an address, without a restart. A pod that restarts reads the same
 // address from the ConfigMap (see resources.AnnounceDir). Nothing is
-// written to the node's disk.
+// written to the node's disk. Until every node knows every other node's
+// address (Redis spreads it by gossip), status says AnnouncingAddresses
+// (s.obs.AnnouncePending) and the pass looks again soon (scope.busy).
 func (r *RedisClusterReconciler) reconcileAnnounce(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if !s.rc.Spec.ExternalAccessEnabled() || s.result == nil || s.result.View == nil {
 		return ctrl.Result{}, false, nil
@@ -123,12 +125,46 @@ func (r *RedisClusterReconciler) reconcileAnnounce(ctx context.Context, s *scope
 	}
 	if len(set) > 0 {
 		s.did("ExternalAddressAnnounced", "Announced external addresses %s", strings.Join(set, ", "))
+		s.obs.AnnouncePending = fmt.Sprintf("announced %s just now", strings.Join(set, ", "))
+	} else {
+		s.obs.AnnouncePending = addressesPending(s.result.View, cm.Data)
 	}
 	if len(errs) > 0 {
 		s.failed("AnnounceFailed", "CONFIG SET %s failed: %v", announceHostnameKey, errs)
 		return ctrl.Result{RequeueAfter: busyRequeue}, false, nil
 	}
 	return ctrl.Result{}, false, nil
+}
+
+// addressesPending names a reachable node whose CLUSTER NODES shows
+// another node (of this cluster, not failed, past its handshake) without
+// the address addrs (pod -> address, the announce ConfigMap) holds for its
+// pod: "pod a does not know pod b's address 10.96.0.7 yet". "" when every
+// node knows every address. Until then a MOVED or ASK reply of that node
+// names the other as "?" (cluster-preferred-endpoint-type hostname; see
+// the Redis cluster specification, "Redirection and resharding").
+func addressesPending(view *topology.ClusterView, addrs map[string]string) string {
+	podOf := map[string]string{} // node ID -> pod
+	for _, n := range view.Nodes {
+		if n.Err == nil && n.ID != "" {
+			podOf[n.ID] = n.Endpoint.Name
+		}
+	}
+	for _, n := range view.Nodes {
+		if n.Err != nil {
+			continue
+		}
+		for _, k := range n.Known {
+			pod, ok := podOf[k.ID]
+			if !ok || k.Flags.Fail || k.Flags.Handshake || k.Flags.NoAddr {
+				continue
+			}
+			if want := addrs[pod]; want != "" && k.Hostname != want {
+				return fmt.Sprintf("pod %s does not know pod %s's address %s yet", n.Endpoint.Name, pod, want)
+			}
+		}
+	}
+	return ""
 }
 
 // announcedHostname is the hostname in the node's own CLUSTER NODES entry.

@@ -30,6 +30,11 @@ type Observation struct {
 	// every node serves yet (status.tls.serial while it differs from
 	// status.tls.appliedSerial), "" when none.
 	CertificatePending string
+	// AnnouncePending, with spec.externalAccess, names a node that does not
+	// know another node's per-pod Service address yet ("pod a does not
+	// know pod b's address 10.96.0.7"), "" when every node knows every
+	// address.
+	AnnouncePending string
 	// ReconcileErr: a step of this pass failed (API call, Redis command);
 	// it is retried with backoff.
 	ReconcileErr error
@@ -416,29 +421,38 @@ func progressReason(o *Observation) (reason, message string) {
 		return cachev1beta1.RedisClusterApplyingCertificateReason,
 			fmt.Sprintf("Loading TLS certificate %s on every node without restarts.", o.CertificatePending)
 	case !t.Converged:
-		msg := t.Message
-		if t.EngineErr != nil {
-			msg = t.EngineErr.Error()
-		}
-		if msg == "" {
-			msg = "The topology is converging."
-		}
-		switch {
-		case t.OpenSlots:
-			return cachev1beta1.RedisClusterOpenSlotsReason, sentence(msg)
-		case t.SlotsAssigned < topology.NumSlots:
-			return cachev1beta1.RedisClusterSlotsUncoveredReason, sentence(msg)
-		case len(t.Unreachable) > 0:
-			return cachev1beta1.RedisClusterRedisUnreachableReason, sentence(msg)
-		case len(t.ShortOfReplicas) > 0:
-			return cachev1beta1.RedisClusterReplicaMissingReason, sentence(msg)
-		case !t.StateOK:
-			return cachev1beta1.RedisClusterClusterStateFailReason, sentence(msg)
-		default:
-			return cachev1beta1.RedisClusterScalingReason, sentence(msg)
-		}
+		return convergingReason(t)
+	case o.AnnouncePending != "":
+		return cachev1beta1.RedisClusterAnnouncingAddressesReason,
+			fmt.Sprintf("Waiting for every node to learn the per-pod Service addresses by gossip (until then MOVED may name a node as \"?\"): %s.", o.AnnouncePending)
 	}
 	return "", ""
+}
+
+// convergingReason is the Progressing reason and message of a topology
+// that has not converged: what stands out most, and what the engine said.
+func convergingReason(t *Topology) (reason, message string) {
+	msg := t.Message
+	if t.EngineErr != nil {
+		msg = t.EngineErr.Error()
+	}
+	if msg == "" {
+		msg = "The topology is converging."
+	}
+	switch {
+	case t.OpenSlots:
+		return cachev1beta1.RedisClusterOpenSlotsReason, sentence(msg)
+	case t.SlotsAssigned < topology.NumSlots:
+		return cachev1beta1.RedisClusterSlotsUncoveredReason, sentence(msg)
+	case len(t.Unreachable) > 0:
+		return cachev1beta1.RedisClusterRedisUnreachableReason, sentence(msg)
+	case len(t.ShortOfReplicas) > 0:
+		return cachev1beta1.RedisClusterReplicaMissingReason, sentence(msg)
+	case !t.StateOK:
+		return cachev1beta1.RedisClusterClusterStateFailReason, sentence(msg)
+	default:
+		return cachev1beta1.RedisClusterScalingReason, sentence(msg)
+	}
 }
 
 // progressingCondition: True while the operator is changing something.

@@ -461,3 +461,33 @@ func TestNotReadyWhileACertificateLoads(t *testing.T) {
 		t.Errorf("Ready %s/%s once every node serves the certificate, want True", ready.Status, ready.Reason)
 	}
 }
+
+// TestNotReadyWhileAddressesSpread: with spec.externalAccess, a converged
+// cluster in which a node does not know another's per-pod Service address
+// yet is Progressing (AnnouncingAddresses, naming both) and not Ready:
+// that node's MOVED replies would name the other as "?". Degraded stays
+// False; once every node knows every address the cluster is Ready.
+func TestNotReadyWhileAddressesSpread(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	o := healthyObservation()
+	o.AnnouncePending = "pod c-shard-0-0 does not know pod c-shard-2-1's address 10.96.0.7 yet"
+	Apply(rc, &o, time.Now(), true)
+	ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
+	prog := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterProgressingCondition)
+	degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition)
+	if ready.Status != metav1.ConditionFalse || ready.Reason != cachev1beta1.RedisClusterAnnouncingAddressesReason {
+		t.Errorf("Ready %s/%s while an address spreads, want False/AnnouncingAddresses", ready.Status, ready.Reason)
+	}
+	if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "c-shard-2-1's address 10.96.0.7") {
+		t.Errorf("Progressing %s %q, want True naming the node and the address", prog.Status, prog.Message)
+	}
+	if degraded.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded %s/%s while an address spreads", degraded.Status, degraded.Reason)
+	}
+	o.AnnouncePending = ""
+	Apply(rc, &o, time.Now(), true)
+	if ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %s/%s once every node knows every address, want True", ready.Status, ready.Reason)
+	}
+}

@@ -50,6 +50,11 @@ const (
 	// renewed, or changed in spec.tls.secretName's Secret) is not served by
 	// every node yet.
 	RedisClusterApplyingCertificateReason = "ApplyingCertificate"
+	// RedisClusterAnnouncingAddressesReason: with spec.externalAccess, a
+	// node does not know another node's per-pod Service address yet (Redis
+	// spreads cluster-announce-hostname by gossip); until it does, its MOVED
+	// replies name that node as "?".
+	RedisClusterAnnouncingAddressesReason = "AnnouncingAddresses"
 	// RedisClusterSlotsUncoveredReason: some slots have no live owner.
 	RedisClusterSlotsUncoveredReason = "SlotsUncovered"
 	// RedisClusterOpenSlotsReason: some slots are importing or migrating.
