@@ -49,6 +49,20 @@ func faultView() (*topology.ClusterView, topology.Desired) {
 	return view, desired
 }
 
+// storedPass starts a pass of r on the RedisCluster stored under key, at
+// time at, with every pod ready (the Topology is the caller's).
+func storedPass(t *testing.T, r *RedisClusterReconciler, key client.ObjectKey, at time.Time, desired topology.Desired) (*scope, *progressReporter) {
+	t.Helper()
+	live := &cachev1beta1.RedisCluster{}
+	if err := r.Client.Get(context.Background(), key, live); err != nil {
+		t.Fatal(err)
+	}
+	s := newScope(live, at, logr.Discard())
+	h := healthyObservation()
+	s.obs.Creds, s.obs.PodsObserved, s.obs.Pods = h.Creds, true, h.Pods
+	return s, &progressReporter{r: r, s: s, ctx: context.Background(), desired: desired}
+}
+
 // A pass whose engine waits on Redis writes the status at once when the
 // wait's observation is a fault and the status says Ready: a Ready read
 // while every pod was deleted and the engine waited out its budget was the
@@ -64,17 +78,8 @@ func TestWaitOnFaultWritesStatusAtOnce(t *testing.T) {
 	now := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	view, desired := faultView()
 
-	// pass starts a pass on the object as stored, with every pod ready.
 	pass := func(at time.Time) (*scope, *progressReporter) {
-		live := &cachev1beta1.RedisCluster{}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
-			t.Fatal(err)
-		}
-		s := newScope(live, at, logr.Discard())
-		s.obs.Creds = healthyObservation().Creds
-		s.obs.PodsObserved = true
-		s.obs.Pods = healthyObservation().Pods
-		return s, &progressReporter{r: r, s: s, ctx: ctx, desired: desired}
+		return storedPass(t, r, client.ObjectKeyFromObject(rc), at, desired)
 	}
 	stored := func() *cachev1beta1.RedisCluster {
 		live := &cachev1beta1.RedisCluster{}
@@ -177,14 +182,9 @@ func TestFailedEarlyWriteLeavesNoTransition(t *testing.T) {
 	since := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	view, desired := faultView()
 	pass := func(at time.Time) (*scope, *progressReporter) {
-		live := &cachev1beta1.RedisCluster{}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
-			t.Fatal(err)
-		}
-		s := newScope(live, at, logr.Discard())
-		h := healthyObservation()
-		s.obs.Creds, s.obs.PodsObserved, s.obs.Pods, s.obs.Topology = h.Creds, true, h.Pods, h.Topology
-		return s, &progressReporter{r: r, s: s, ctx: ctx, desired: desired}
+		s, p := storedPass(t, r, client.ObjectKeyFromObject(rc), at, desired)
+		s.obs.Topology = healthyObservation().Topology
+		return s, p
 	}
 	s, _ := pass(since)
 	if err := r.writeStatus(ctx, s, nil, true); err != nil {
@@ -226,13 +226,9 @@ func TestConflictRetryKeepsThePassStatus(t *testing.T) {
 		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
 	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(rc).WithStatusSubresource(rc).Build()
 	r := &RedisClusterReconciler{Client: cl, Recorder: record.NewFakeRecorder(100)}
-	live := &cachev1beta1.RedisCluster{}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
-		t.Fatal(err)
-	}
-	s := newScope(live, time.Now(), logr.Discard())
-	h := healthyObservation()
-	s.obs.Creds, s.obs.PodsObserved, s.obs.Pods, s.obs.Topology = h.Creds, true, h.Pods, h.Topology
+	s, _ := storedPass(t, r, client.ObjectKeyFromObject(rc), time.Now(), topology.Desired{})
+	s.obs.Topology = healthyObservation().Topology
+	live := s.rc.DeepCopy()
 	s.rc.Status.TLS = &cachev1beta1.TLSStatus{Serial: "02", AppliedSerial: "01"}
 
 	labelled := live.DeepCopy()

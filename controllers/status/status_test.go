@@ -436,58 +436,50 @@ func TestConditionsNameThePodWaitedFor(t *testing.T) {
 	}
 }
 
-// TestNotReadyWhileACertificateLoads: a healthy cluster whose new TLS
-// certificate not every node serves yet is Progressing (ApplyingCertificate,
-// naming the serial) and not Ready, so that "Ready" promises that every
-// node presents the certificate clients verify against; once every node
-// serves it the cluster is Ready again.
-func TestNotReadyWhileACertificateLoads(t *testing.T) {
-	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1},
-		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
-	o := healthyObservation()
-	o.CertificatePending = "7f3a"
-	Apply(rc, &o, time.Now(), true)
-	ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
-	prog := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterProgressingCondition)
-	if ready.Status != metav1.ConditionFalse || ready.Reason != cachev1beta1.RedisClusterApplyingCertificateReason {
-		t.Errorf("Ready %s/%s while a certificate loads, want False/ApplyingCertificate", ready.Status, ready.Reason)
-	}
-	if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "7f3a") {
-		t.Errorf("Progressing %s %q, want True naming the serial", prog.Status, prog.Message)
-	}
-	o.CertificatePending = ""
-	Apply(rc, &o, time.Now(), true)
-	if ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); ready.Status != metav1.ConditionTrue {
-		t.Errorf("Ready %s/%s once every node serves the certificate, want True", ready.Status, ready.Reason)
-	}
-}
-
-// TestNotReadyWhileAddressesSpread: with spec.externalAccess, a converged
-// cluster in which a node does not know another's per-pod Service address
-// yet is Progressing (AnnouncingAddresses, naming both) and not Ready:
-// that node's MOVED replies would name the other as "?". Degraded stays
-// False; once every node knows every address the cluster is Ready.
-func TestNotReadyWhileAddressesSpread(t *testing.T) {
-	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1},
-		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
-	o := healthyObservation()
-	o.AnnouncePending = "pod c-shard-0-0 does not know pod c-shard-2-1's address 10.96.0.7 yet"
-	Apply(rc, &o, time.Now(), true)
-	ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
-	prog := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterProgressingCondition)
-	degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition)
-	if ready.Status != metav1.ConditionFalse || ready.Reason != cachev1beta1.RedisClusterAnnouncingAddressesReason {
-		t.Errorf("Ready %s/%s while an address spreads, want False/AnnouncingAddresses", ready.Status, ready.Reason)
-	}
-	if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "c-shard-2-1's address 10.96.0.7") {
-		t.Errorf("Progressing %s %q, want True naming the node and the address", prog.Status, prog.Message)
-	}
-	if degraded.Status != metav1.ConditionFalse {
-		t.Errorf("Degraded %s/%s while an address spreads", degraded.Status, degraded.Reason)
-	}
-	o.AnnouncePending = ""
-	Apply(rc, &o, time.Now(), true)
-	if ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); ready.Status != metav1.ConditionTrue {
-		t.Errorf("Ready %s/%s once every node knows every address, want True", ready.Status, ready.Reason)
+// TestNotReadyWhileNodesCatchUp: a healthy cluster in which not every node
+// has caught up yet is Progressing, naming what, and not Ready (Degraded
+// stays False); once every node has, it is Ready again:
+//   - a new TLS certificate not every node serves (ApplyingCertificate,
+//     naming the serial): a client verifying a new pod's address against
+//     the old certificate fails its handshake;
+//   - with spec.externalAccess, a node that does not know another's
+//     per-pod Service address (AnnouncingAddresses, naming both): that
+//     node's MOVED replies would name the other as "?".
+func TestNotReadyWhileNodesCatchUp(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, named string
+		pending             func(o *Observation, on bool)
+	}{
+		{"certificate", cachev1beta1.RedisClusterApplyingCertificateReason, "7f3a", func(o *Observation, on bool) {
+			o.CertificatePending = map[bool]string{true: "7f3a"}[on]
+		}},
+		{"addresses", cachev1beta1.RedisClusterAnnouncingAddressesReason, "c-shard-2-1's address 10.96.0.7", func(o *Observation, on bool) {
+			o.AnnouncePending = map[bool]string{true: "pod c-shard-0-0 does not know pod c-shard-2-1's address 10.96.0.7 yet"}[on]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1},
+				Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+			o := healthyObservation()
+			tc.pending(&o, true)
+			Apply(rc, &o, time.Now(), true)
+			ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition)
+			prog := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterProgressingCondition)
+			degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition)
+			if ready.Status != metav1.ConditionFalse || ready.Reason != tc.reason {
+				t.Errorf("Ready %s/%s, want False/%s", ready.Status, ready.Reason, tc.reason)
+			}
+			if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, tc.named) {
+				t.Errorf("Progressing %s %q, want True naming %q", prog.Status, prog.Message, tc.named)
+			}
+			if degraded.Status != metav1.ConditionFalse {
+				t.Errorf("Degraded %s/%s", degraded.Status, degraded.Reason)
+			}
+			tc.pending(&o, false)
+			Apply(rc, &o, time.Now(), true)
+			if ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterReadyCondition); ready.Status != metav1.ConditionTrue {
+				t.Errorf("Ready %s/%s once every node caught up, want True", ready.Status, ready.Reason)
+			}
+		})
 	}
 }
