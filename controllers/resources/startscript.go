@@ -70,7 +70,12 @@ const handoverRefused = "3"
 // failover retry time in Redis 7.0's cluster.c (measured: 20 s lost with
 // the 5 s timeout). Every retry time plus 0.5 s it picks again and sends
 // FORCE again (the node timeout is read from the rendered redis.conf,
-// Redis's 15000 ms default when absent). Those waits count towards
+// Redis's 15000 ms default when absent); it picks again at once when FORCE
+// got no answer at all: the replica is gone (a pod restarting on a new
+// address, as when every pod of the cluster is deleted at once), and
+// asking its old address again would only wait. Every wait is measured by
+// the clock (date +%s), not by counting polls, since a poll of an address
+// that does not answer takes rcli's 3 s, and counts towards
 // handoverMaxWaitMs, so the whole handover stays within it.
 // Then redis-server starts on the old nodes.conf: the promoted replica's
 // higher configEpoch claims the slots, so on the first gossip this node
@@ -111,7 +116,7 @@ const handoverScript = `handover() {
   t=${t:-15000}
   w=${HANDOVER_WAIT_MS:-` + handoverMaxWaitMs + `}
   retry=$((t * 2)); [ "$retry" -ge 2000 ] || retry=2000
-  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""
+  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; t0=$(date +%s)
   masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
   while [ "$i" -lt "$n" ]; do
     if [ "$i" -ge "$pick" ]; then
@@ -135,8 +140,8 @@ const handoverScript = `handover() {
       if [ -z "$prev" ]; then
         echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
       fi
-      j=0
-      while [ "$j" -lt $((t / 500)) ]; do
+      j=0; jend=$(($(date +%s) + (t + 999) / 1000))
+      while [ "$(date +%s)" -lt "$jend" ]; do
         unaware=""
         for a in $masters; do
           f=$(rcli "${a%:*}" "${a##*:}" CLUSTER NODES | awk -v b="$best" 'index($2, b "@") == 1 { print $3 }')
@@ -146,9 +151,12 @@ const handoverScript = `handover() {
         [ "$j" -gt 0 ] || echo "start: waiting up to $t ms for$unaware to learn that $best is a replica (a master that sees it as a master refuses its election)" >&2
         sleep 0.5; j=$((j + 1))
       done
-      i=$((i + j)); pick=$((i + again))
       ok=$(rcli "${best%:*}" "${best##*:}" CLUSTER FAILOVER FORCE)
-      [ "$ok" = OK ] || echo "start: CLUSTER FAILOVER FORCE on $best: ${ok:-no answer}" >&2
+      i=$((($(date +%s) - t0) * 2)); pick=$((i + again))
+      if [ "$ok" != OK ]; then
+        echo "start: CLUSTER FAILOVER FORCE on $best: ${ok:-no answer}" >&2
+        [ -n "$ok" ] || pick=$i
+      fi
     fi
     sleep 0.5
     for addr in $followers; do
@@ -156,7 +164,7 @@ const handoverScript = `handover() {
         echo "start: $addr took over the slots of $me" >&2; return 0
       fi
     done
-    i=$((i + 1))
+    i=$((($(date +%s) - t0) * 2))
   done
   echo "start: no replica of $me was elected within $w ms (a majority of the masters must vote), and $best holds the shard's data: ` + HandoverRefusedMarker + `, which would make it full-sync an empty dataset; the container exits and the handover runs again at its restart" >&2
   return ` + handoverRefused + `

@@ -438,3 +438,57 @@ func TestStartElectionBounded(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStartHandoverBudgetIsTime: the handover's wait is measured by the
+// clock, not by counting polls. Its replica hangs (SIGSTOP) right after
+// the handover picked it, so every later call to it takes rcli's 3 s: the
+// start script still ends (starting on the saved nodes.conf once the
+// replica does not answer, or refusing once its wait is over) within a few
+// seconds of its 3 s wait, where counting polls of 0.5 s made it wait
+// seven times as long. Field case: every pod of a cluster deleted at once;
+// a restarting master picked its replica's old incarnation, which was
+// stopping, and held its shard down for minutes.
+func TestStartHandoverBudgetIsTime(t *testing.T) {
+	requireRedis(t)
+	rc := cluster(func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Config = map[string]string{"appendonly": "no", "save": "", "cluster-node-timeout": "1000"}
+	})
+	m, r := masterReplica(t, rc, "")
+	mc := m.client("")
+	defer mc.Close()
+	ctx := context.Background()
+	if err := mc.Set(ctx, "{k}1", "v1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+	t.Setenv("HANDOVER_WAIT_MS", "3000")
+	m.kill()
+	logPath := filepath.Join(m.root, "redis.log")
+	done := make(chan error, 1)
+	go func() { done <- m.start(t) }()
+	within(t, 30*time.Second, "the handover to pick the replica", func() error {
+		b, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(b), "handing them to its replica "+r.ip+":6379") {
+			return fmt.Errorf("not yet:\n%s", b)
+		}
+		return nil
+	})
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }()
+	stopped := time.Now()
+	select {
+	case err := <-done:
+		b, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(b), "not starting redis-server") && !strings.Contains(string(b), "start: no replica of ") {
+			t.Errorf("the start script ended (%v) without saying why:\n%s", err, b)
+		}
+		t.Logf("the start script ended %.1fs after the replica hung", time.Since(stopped).Seconds())
+	case <-time.After(15 * time.Second):
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("the start script still waits 15 s after the replica hung, with a 3 s handover wait:\n%s", b)
+	}
+}
