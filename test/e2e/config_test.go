@@ -36,16 +36,7 @@ func TestConfig(t *testing.T) {
 		before := c.snapshot()
 		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Config["maxmemory-policy"] = "allkeys-lru" })
 		c.poll("applying maxmemory-policy everywhere", 2*time.Minute, func() (bool, string) {
-			pw := c.password()
-			for _, p := range c.pods() {
-				ctx, cancel := redisCtx()
-				got, err := c.nodeClient(p.Status.PodIP, pw).ConfigGet(ctx, "maxmemory-policy").Result()
-				cancel()
-				if err != nil || got["maxmemory-policy"] != "allkeys-lru" {
-					return false, fmt.Sprintf("%s: %v %v", p.Name, got, err)
-				}
-			}
-			return true, ""
+			return c.configOn("maxmemory-policy", "allkeys-lru", "")
 		})
 		rc := c.waitReady(2 * time.Minute)
 		c.checkConverged(rc)

@@ -77,20 +77,8 @@ func TestSickNode(t *testing.T) {
 			}
 			rc.Spec.Config["maxmemory-policy"] = "allkeys-lru"
 		})
-		pw := c.password()
 		c.poll("maxmemory-policy allkeys-lru on every node that runs", 2*time.Minute, func() (bool, string) {
-			for _, p := range c.pods() {
-				if p.Name == sick {
-					continue
-				}
-				ctx, cancel := redisCtx()
-				got, err := c.nodeClient(p.Status.PodIP, pw).ConfigGet(ctx, "maxmemory-policy").Result()
-				cancel()
-				if err != nil || got["maxmemory-policy"] != "allkeys-lru" {
-					return false, fmt.Sprintf("%s: %v %v", p.Name, got, err)
-				}
-			}
-			return true, ""
+			return c.configOn("maxmemory-policy", "allkeys-lru", sick)
 		})
 
 		repair()

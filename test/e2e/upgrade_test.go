@@ -145,6 +145,24 @@ func (c *cluster) countEvents(reason string) int {
 }
 
 // checkConfigEverywhere checks CONFIG GET key on every pod.
+// configOn reports whether CONFIG GET key answers want on every pod but
+// skip ("" skips none), and if not, which pod answered what.
+func (c *cluster) configOn(key, want, skip string) (bool, string) {
+	pw := c.password()
+	for _, p := range c.pods() {
+		if p.Name == skip {
+			continue
+		}
+		ctx, cancel := redisCtx()
+		got, err := c.nodeClient(p.Status.PodIP, pw).ConfigGet(ctx, key).Result()
+		cancel()
+		if err != nil || got[key] != want {
+			return false, fmt.Sprintf("%s: %v %v", p.Name, got, err)
+		}
+	}
+	return true, ""
+}
+
 func (c *cluster) checkConfigEverywhere(key, want string) {
 	c.t.Helper()
 	pw := c.password()
