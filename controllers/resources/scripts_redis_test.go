@@ -10,11 +10,26 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
 // masterReplica forms a two-node cluster from rc: m owns all 16384 slots
 // and r is its replica, in sync (master_link_status:up), cluster_state ok.
+// setAcked writes key on the master c and waits until WAIT 1 says a
+// replica has it: the acknowledged write a scenario must keep.
+func setAcked(t *testing.T, c *redis.Client, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Set(ctx, key, value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+}
+
 func masterReplica(t *testing.T, rc *cachev1beta1.RedisCluster, password string) (m, r *pod) {
 	t.Helper()
 	m, r = startPod(t, rc, password), startPod(t, rc, password)
@@ -193,13 +208,7 @@ func TestPreStopBoundedOnHungReplica(t *testing.T) {
 	m, r := masterReplica(t, cluster(), "")
 	mc := m.client("")
 	defer mc.Close()
-	ctx := context.Background()
-	if err := mc.Set(ctx, "{k}1", "v1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT: %d, %v", n, err)
-	}
+	setAcked(t, mc, "{k}1", "v1")
 	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -395,12 +395,7 @@ func TestStartElectionBounded(t *testing.T) {
 	ctx := context.Background()
 	mc := m.client("")
 	defer mc.Close()
-	if err := mc.Set(ctx, "{k}1", "v1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT: %d, %v", n, err)
-	}
+	setAcked(t, mc, "{k}1", "v1")
 	t.Setenv("HANDOVER_WAIT_MS", "3000")
 	m.kill()
 	err := m.start(t)
@@ -456,13 +451,7 @@ func TestStartHandoverBudgetIsTime(t *testing.T) {
 	m, r := masterReplica(t, rc, "")
 	mc := m.client("")
 	defer mc.Close()
-	ctx := context.Background()
-	if err := mc.Set(ctx, "{k}1", "v1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT: %d, %v", n, err)
-	}
+	setAcked(t, mc, "{k}1", "v1")
 	t.Setenv("HANDOVER_WAIT_MS", "3000")
 	m.kill()
 	logPath := filepath.Join(m.root, "redis.log")
