@@ -307,6 +307,7 @@ func (p *progressReporter) writeMigration() {
 	// write is guarded by this resourceVersion and diffs against this value.
 	// (The engine calls report one at a time, while the pass waits for it.)
 	rc.ResourceVersion = patched.ResourceVersion
+	p.r.written.remember(patched)
 	p.s.original.ResourceVersion = patched.ResourceVersion
 	p.s.original.Status.Migration = patched.Status.Migration.DeepCopy()
 }

@@ -141,6 +141,9 @@ type RedisClusterReconciler struct {
 	agreed  agreement
 	healthy healthMemos
 	built   builtStatefulSets
+	// written remembers the resourceVersion of the operator's last write
+	// of each RedisCluster (freshread.go).
+	written writtenVersions
 
 	// creds remembers each cluster's last password-source read (auth.go).
 	creds credentialCache
@@ -241,8 +244,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}()
 	rc := &cachev1beta1.RedisCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
+	if err := r.getCluster(ctx, req.NamespacedName, rc); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
 			r.metrics.forget(req.Namespace, req.Name)
 			r.Redis.Forget(req.String())
 			r.agreed.forget(req.NamespacedName)
@@ -316,6 +320,7 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.reconcileExternalAccess,
 		r.reconcileVolumeExpansion,
 		r.observePods,
+		r.reconcileTLSReload,
 		r.reconcileTopology,
 		r.removeLeftShards,
 		r.reconcileRollout,
@@ -324,7 +329,6 @@ func (r *RedisClusterReconciler) reconcileNormal(ctx context.Context, s *scope) 
 		r.reconcileLiveConfig,
 		r.reconcileAnnounce,
 		r.reconcileRotation,
-		r.reconcileTLSReload,
 		r.reconcileUsers,
 	} {
 		res, stop, err := p(ctx, s)
@@ -393,6 +397,7 @@ func (r *RedisClusterReconciler) updateFinalizer(ctx context.Context, rc *cachev
 		if err := r.Client.Patch(ctx, latest, patch, client.FieldOwner(FieldOwner)); err != nil {
 			return err
 		}
+		r.written.remember(latest)
 		latest.DeepCopyInto(rc)
 		return nil
 	})
@@ -478,7 +483,11 @@ func (r *RedisClusterReconciler) patchStatus(ctx context.Context, s *scope, succ
 		return nil
 	}
 	s.log.V(1).Info("Writing status", "phase", rc.Status.Phase)
-	return r.Client.Status().Patch(ctx, rc, client.MergeFromWithOptions(s.original, client.MergeFromWithOptimisticLock{}))
+	if err := r.Client.Status().Patch(ctx, rc, client.MergeFromWithOptions(s.original, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	r.written.remember(rc)
+	return nil
 }
 
 func (r *RedisClusterReconciler) reader() client.Reader {

@@ -45,6 +45,10 @@ type scope struct {
 
 	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
 	tls *tlsMaterial
+	// noSlots says, by pod name, why a pod must receive no slots yet
+	// (reconcileTLSReload: it serves an older certificate); see
+	// topology.Endpoint.NoSlots.
+	noSlots map[string]string
 
 	// restore, while a cluster bootstrapping from a backup is not formed,
 	// is where its shards fetch their RDB (reconcileRestore).
@@ -126,10 +130,14 @@ func (s *scope) desired() topology.Desired {
 		Formed:           s.obs.FormedBefore,
 	}
 	for _, sh := range s.shards {
+		spec := sh.spec()
+		for i := range spec.Nodes {
+			spec.Nodes[i].NoSlots = s.noSlots[spec.Nodes[i].Name]
+		}
 		if sh.Desired {
-			d.Shards = append(d.Shards, sh.spec())
+			d.Shards = append(d.Shards, spec)
 		} else {
-			d.Leaving = append(d.Leaving, sh.spec())
+			d.Leaving = append(d.Leaving, spec)
 		}
 	}
 	if s.movingMasters() || s.settleLeft() > 0 {

@@ -51,3 +51,32 @@ func TestDesiredWithholdsPlacementWhileMastersMove(t *testing.T) {
 		})
 	}
 }
+
+// A pod that serves an older TLS certificate than the one issued (noSlots,
+// from reconcileTLSReload) is an endpoint the engine sends no slots to;
+// the others are not held.
+func TestDesiredHoldsSlotsOffPodsWithAnOlderCertificate(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{}
+	rc.Spec.Shards, rc.Spec.ReplicasPerShard = 2, 1
+	s := &scope{rc: rc, original: rc, now: time.Now(), shards: []*shardPods{
+		{Name: "c-shard-0", Desired: true, Expected: 2, Pods: []podInfo{
+			{Name: "c-shard-0-0", Ordinal: 0, IP: "10.0.0.1", Up: true, Ready: true},
+			{Name: "c-shard-0-1", Ordinal: 1, IP: "10.0.0.2", Up: true, Ready: true}}},
+		{Name: "c-shard-1", Index: 1, Desired: true, Expected: 2, Pods: []podInfo{
+			{Name: "c-shard-1-0", Ordinal: 0, IP: "10.0.0.3", Up: true, Ready: true},
+			{Name: "c-shard-1-1", Ordinal: 1, IP: "10.0.0.4", Up: true, Ready: true}}},
+	}}
+	const why = "it does not serve TLS certificate 2B yet"
+	s.noSlots = map[string]string{"c-shard-1-0": why}
+	for _, sh := range s.desired().Shards {
+		for _, ep := range sh.Nodes {
+			want := ""
+			if ep.Name == "c-shard-1-0" {
+				want = why
+			}
+			if ep.NoSlots != want {
+				t.Errorf("%s: NoSlots %q, want %q", ep.Name, ep.NoSlots, want)
+			}
+		}
+	}
+}

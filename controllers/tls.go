@@ -235,20 +235,29 @@ func podIPs(pods []corev1.Pod, now time.Time) (ips []net.IP, waiting int) {
 
 // reconcileTLSReload makes every running node serve the current
 // certificate (topology.Engine.ReloadTLS) once it differs from
-// status.tls.appliedSerial, and records it there when all do; while a node
-// still serves an older one the pass looks again soon.
+// status.tls.appliedSerial, and records it there when all do. It runs
+// before the topology work: a node that still serves another certificate
+// (its Secret volume not updated yet; a new pod's, which does not name its
+// IP) is held out of receiving slots (s.noSlots, topology.Endpoint.NoSlots),
+// so no client is sent there to fail its handshake. While one does, or a
+// pod is not up, the pass looks again soon.
 func (r *RedisClusterReconciler) reconcileTLSReload(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	st := s.rc.Status.TLS
 	if s.tls == nil || st == nil || st.AppliedSerial == st.Serial || !s.passwordKnown {
 		return ctrl.Result{}, false, nil
 	}
 	var addrs []string
+	byAddr := map[string]string{}
+	allUp := true
 	for _, sh := range s.shards {
 		for _, p := range sh.Pods {
 			if !p.Up {
-				return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
+				allUp = false
+				continue
 			}
-			addrs = append(addrs, p.endpoint().Addr)
+			addr := p.endpoint().Addr
+			addrs = append(addrs, addr)
+			byAddr[addr] = p.Name
 		}
 	}
 	pending, err := r.engine(s, s.password).ReloadTLS(ctx, addrs, st.Serial,
@@ -259,6 +268,13 @@ func (r *RedisClusterReconciler) reconcileTLSReload(ctx context.Context, s *scop
 	}
 	if len(pending) > 0 {
 		s.log.V(1).Info("Nodes do not serve the new TLS certificate yet", "nodes", pending)
+		s.noSlots = map[string]string{}
+		for _, addr := range pending {
+			s.noSlots[byAddr[addr]] = fmt.Sprintf("it does not serve TLS certificate %s yet", st.Serial)
+		}
+		return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
+	}
+	if !allUp {
 		return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
 	}
 	if st.AppliedSerial != "" {

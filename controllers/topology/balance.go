@@ -83,7 +83,8 @@ func (p *planner) readyToMove() bool {
 // balanceSteps moves the fewest slots that reach the even split: slots of Leaving shards and
 // of extra masters all move; a desired master over its target gives its highest slots; the
 // receivers fill in shard order. A shard with a Down node receives nothing until it runs
-// (waitDown); the others still get their share.
+// (waitDown), nor one whose master has NoSlots (ErrNotReady); the others still get their
+// share.
 func (p *planner) balanceSteps() []Step {
 	targets := p.evenTargets()
 	type donor struct {
@@ -127,6 +128,9 @@ func (p *planner) balanceSteps() []Step {
 			// than where they are (or nowhere, for a master that does not run): the shard
 			// receives its slots once its pods run.
 			p.waitDown(sh.downNodes(), "shard %s receives %d slots", sh.spec.Name, targets[i]-c)
+		case c < targets[i] && sh.master != nil && sh.master.Endpoint.NoSlots != "":
+			p.block(ErrNotReady, "shard %s receives %d slots once clients can be sent to %s: %s",
+				sh.spec.Name, targets[i]-c, sh.master.Endpoint.Name, sh.master.Endpoint.NoSlots)
 		case c < targets[i]:
 			receivers = append(receivers, &receiver{sh, targets[i] - c})
 		}

@@ -227,3 +227,33 @@ func TestSimKeepsAFailedOverMasterWhosePodIsRecreated(t *testing.T) {
 		}
 	}
 }
+
+// A new shard whose nodes cannot serve clients yet (Endpoint.NoSlots: the TLS certificate
+// they present does not name their addresses) is met and gets its replica, but receives
+// no slot until they can; another new shard gets its share meanwhile.
+func TestSimScaleOutHoldsSlotsOffANoSlotsShard(t *testing.T) {
+	s := newSim(t)
+	all := s.shards("s", 0, 5, 2)
+	s.mustConverge(Desired{Shards: all[:3], ReplicasPerShard: 1})
+	d := Desired{Shards: slices.Clone(all), ReplicasPerShard: 1}
+	d.Shards[3].Nodes = slices.Clone(d.Shards[3].Nodes)
+	const why = "it serves TLS certificate 1A, not 2B"
+	for i := range d.Shards[3].Nodes {
+		d.Shards[3].Nodes[i].NoSlots = why
+	}
+	err := s.run(d)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s3 receives") || !strings.Contains(err.Error(), why) {
+		t.Fatalf("error %v, want ErrNotReady naming shard s3 and why", err)
+	}
+	if c := s.masterSlots(all[3]); c > 0 {
+		t.Fatalf("shard s3 owns %d slots while its master cannot serve clients", c)
+	}
+	if c := s.masterSlots(all[4]); c < NumSlots/5 || c > NumSlots/5+1 {
+		t.Fatalf("shard s4 owns %d slots, want its fifth (%d)", c, NumSlots/5)
+	}
+	if s.live["s3-1"].master != s.live["s3-0"].id {
+		t.Fatal("the held shard's replica does not follow its master")
+	}
+	// The nodes serve a certificate naming them: the shard receives its share.
+	s.mustConverge(Desired{Shards: all, ReplicasPerShard: 1})
+}

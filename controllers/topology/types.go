@@ -36,6 +36,13 @@ type Endpoint struct {
 	// NotReady: the pod runs but Kubernetes does not count it Ready. The engine contacts it
 	// as usual; only the spreading of masters waits until no endpoint is NotReady.
 	NotReady bool
+	// NoSlots, when not empty, says why clients must not be sent to the node yet (e.g. "it
+	// serves TLS certificate 1A2B, not 3C4D": the certificate it presents may not name its
+	// address, so a client that follows a MOVED there fails its handshake). The engine
+	// contacts it as usual (meets it, attaches replicas), but a shard whose master has
+	// NoSlots receives no slots: the rebalance reports ErrNotReady naming it, and the
+	// other shards get their share.
+	NoSlots string
 }
 
 // ShardSpec groups the pods of one shard (one StatefulSet): one master and its replicas.
