@@ -43,7 +43,11 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 	}
 	if s.view != nil {
 		for _, n := range s.view.Nodes {
-			if n.Reachable() && n.MasterID() != "" && n.Replication.MasterLinkUp && !n.Replication.SyncInProgress {
+			// A replica that serves an older TLS certificate (s.noSlots) takes
+			// over no master's slots: clients sent to it would fail their
+			// handshake. It counts once it serves the new one.
+			if n.Reachable() && n.MasterID() != "" && n.Replication.MasterLinkUp && !n.Replication.SyncInProgress &&
+				s.noSlots[n.Endpoint.Name] == "" {
 				in.InSync[n.Endpoint.Name] = true
 			}
 		}

@@ -49,7 +49,7 @@ func (a spreadScore) less(b spreadScore) bool {
 // It runs only when the cluster is otherwise converged and settled: it is called after
 // every other phase found nothing to do, and it also requires every endpoint of the desired
 // shards to know its node (Endpoint.Node; zones count only when every endpoint has one), to
-// be reachable and not NotReady, no leaving shard, no node flagged PFAIL or FAIL in any
+// be reachable and neither NotReady nor NoSlots, no leaving shard, no node flagged PFAIL or FAIL in any
 // member's table, and the chosen replica's master link up. Hysteresis: a move is planned
 // only when it strictly lowers, zones first, the highest count of masters per domain or
 // else the number of domains holding that count; so a balanced cluster never moves and
@@ -66,7 +66,7 @@ func (p *planner) spreadSteps() []Step {
 		}
 	}
 	for _, n := range p.nodes {
-		if ep := placed[n.Endpoint.Name]; !n.Reachable() || ep.NotReady || ep.Node == "" {
+		if ep := placed[n.Endpoint.Name]; !n.Reachable() || ep.NotReady || ep.NoSlots != "" || ep.Node == "" {
 			return nil
 		}
 		for _, r := range n.Known {

@@ -85,6 +85,10 @@ func TestPlanSpreadsMasters(t *testing.T) {
 			name: "a pod not Ready holds the move", node: piled,
 			tweak: func(d *Desired) { d.Shards[2].Nodes[1].NotReady = true },
 		},
+		{
+			name: "a pod that cannot serve clients yet (NoSlots) holds the move", node: piled,
+			tweak: func(d *Desired) { d.Shards[0].Nodes[1].NoSlots = "it does not serve TLS certificate 2B yet" },
+		},
 		{name: "a node flagged PFAIL holds the move", node: piled, opts: []viewOpt{pfailIn("s2-0", "s2-1")}},
 		{
 			name: "the replica syncing holds the move (and the planner waits)", node: piled, opts: []viewOpt{linkDown("s0-1")},

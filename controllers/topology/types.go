@@ -41,7 +41,8 @@ type Endpoint struct {
 	// address, so a client that follows a MOVED there fails its handshake). The engine
 	// contacts it as usual (meets it, attaches replicas), but a shard whose master has
 	// NoSlots receives no slots: the rebalance reports ErrNotReady naming it, and the
-	// other shards get their share.
+	// other shards get their share. Masters are not spread while an endpoint has NoSlots
+	// (a planned failover would send clients to it).
 	NoSlots string
 }
 

@@ -51,7 +51,7 @@ func TestTLS(t *testing.T) {
 		rc = c.waitApplied(c.get())
 		// The new master receives slots only once it serves a certificate
 		// naming its IP: no client sent there by MOVED fails its handshake.
-		for _, f := range w.result().Failed {
+		for _, f := range w.failures() {
 			if strings.Contains(f.err, "x509") || strings.Contains(f.err, "certificate") {
 				t.Errorf("a write failed the TLS handshake during the scale-out at %s: %s", f.at.Format("15:04:05.000"), f.err)
 			}

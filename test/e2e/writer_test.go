@@ -185,6 +185,13 @@ func (w *writer) result() writerResult {
 		Unreplicated: append([]int(nil), w.unreplicated...)}
 }
 
+// failures are the writes that failed so far; the writer goes on.
+func (w *writer) failures() []writeFailure {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]writeFailure(nil), w.failed...)
+}
+
 // waitWrites blocks until the writer has acknowledged n more writes than
 // when called, so that a scenario's disruption happens under writes.
 func (w *writer) waitWrites(n int, timeout time.Duration) {
