@@ -7,6 +7,19 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
+// outsideSlotMap reports whether n, whose own entry is self, is a master
+// that owns no slot or a replica of a master that owns none in n's table.
+func outsideSlotMap(n *topology.NodeView, self *topology.NodeRecord) bool {
+	if len(self.Slots) > 0 {
+		return false
+	}
+	if self.Flags.Master {
+		return true
+	}
+	m := n.Lookup(self.MasterID)
+	return m != nil && len(m.Slots) == 0
+}
+
 // Summarize reduces a view of desired, and the engine's Result when it ran
 // (nil otherwise: the shards then come from topology.Shards, the same
 // master selection), to what the status and the metrics need. A nil view
@@ -32,10 +45,12 @@ func Summarize(view *topology.ClusterView, desired topology.Desired, res *topolo
 		if self == nil {
 			continue
 		}
-		// A node that has not joined yet (it knows only itself and owns
-		// nothing: a new pod of a scale-out) reports cluster_state:fail;
-		// that says nothing about the cluster.
-		if n.Info.KnownNodes <= 1 && len(self.Slots) == 0 {
+		// A node outside the slot map (a master that owns no slot, or a
+		// replica of one, as it knows it: the new pods of a scale-out until
+		// their shard receives slots) reports cluster_state:fail until it
+		// has learnt every slot's owner; no client is sent to it, so that
+		// says nothing about the cluster.
+		if outsideSlotMap(n, self) {
 			continue
 		}
 		reachable++

@@ -102,6 +102,25 @@ func TestSummarize(t *testing.T) {
 		if !got.StateOK {
 			t.Error("a node that has not joined yet makes cluster_state count as failed")
 		}
+		// Met, not yet told every slot's owner: the new master and its
+		// replica report fail; no client is sent to either.
+		met := append(healthy(),
+			node("s3-0", ids("d"), nil, "", 8, "fail"),
+			node("s3-1", ids("d1"), nil, ids("d"), 8, "fail"))
+		empty := topology.NodeRecord{ID: ids("d")}
+		empty.Flags.Master = true
+		met[7].Known = append(met[7].Known, empty)
+		if got := Summarize(&topology.ClusterView{Nodes: met}, desired, nil); !got.StateOK {
+			t.Error("the new shard's nodes, outside the slot map, make cluster_state count as failed")
+		}
+		// A replica of a master that owns slots counts.
+		owner := topology.NodeRecord{ID: ids("a"), Slots: r(0, 5460)}
+		owner.Flags.Master = true
+		met[1].Known = append(met[1].Known, owner)
+		met[1].Info.State = "fail"
+		if got := Summarize(&topology.ClusterView{Nodes: met}, desired, nil); got.StateOK {
+			t.Error("a replica of a slot owner reporting fail is not counted")
+		}
 		if !got.SlotsToMove || got.CurrentShards != 3 {
 			t.Errorf("%+v", got)
 		}
