@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rollout"
+	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
 // rolloutShards is what the rolling-update planner needs of the shards.
@@ -26,13 +27,32 @@ func rolloutShards(shards []*shardPods) []rollout.Shard {
 	return out
 }
 
+// replicasInSync are the pods of view that may take over their master's
+// slots in a planned failover: replicas whose link to their master is up
+// and not syncing, except those that serve an older TLS certificate
+// (noSlots, by pod name): clients sent to them would fail their handshake
+// until they serve the new one.
+func replicasInSync(view *topology.ClusterView, noSlots map[string]string) map[string]bool {
+	out := map[string]bool{}
+	if view == nil {
+		return out
+	}
+	for _, n := range view.Nodes {
+		if n.Reachable() && n.MasterID() != "" && n.Replication.MasterLinkUp && !n.Replication.SyncInProgress &&
+			noSlots[n.Endpoint.Name] == "" {
+			out[n.Endpoint.Name] = true
+		}
+	}
+	return out
+}
+
 // reconcileRollout takes at most one step of a rolling update per pass
 // (see rollout.Plan). Nothing happens while paused.
 func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if s.rc.Spec.Paused || !s.passwordKnown {
 		return ctrl.Result{}, false, nil
 	}
-	in := rollout.Input{Shards: rolloutShards(s.shards), Masters: map[string]string{}, InSync: map[string]bool{}}
+	in := rollout.Input{Shards: rolloutShards(s.shards), Masters: map[string]string{}}
 	if s.result != nil {
 		in.Converged, in.Settled = s.result.Converged, s.result.Settled
 	}
@@ -41,17 +61,7 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 			in.Masters[sh.Name] = sh.MasterPod
 		}
 	}
-	if s.view != nil {
-		for _, n := range s.view.Nodes {
-			// A replica that serves an older TLS certificate (s.noSlots) takes
-			// over no master's slots: clients sent to it would fail their
-			// handshake. It counts once it serves the new one.
-			if n.Reachable() && n.MasterID() != "" && n.Replication.MasterLinkUp && !n.Replication.SyncInProgress &&
-				s.noSlots[n.Endpoint.Name] == "" {
-				in.InSync[n.Endpoint.Name] = true
-			}
-		}
-	}
+	in.InSync = replicasInSync(s.view, s.noSlots)
 
 	s.rollout = in
 	return r.runRolloutAction(ctx, s, rollout.Plan(in))

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -78,5 +79,19 @@ func TestDesiredHoldsSlotsOffPodsWithAnOlderCertificate(t *testing.T) {
 				t.Errorf("%s: NoSlots %q, want %q", ep.Name, ep.NoSlots, want)
 			}
 		}
+	}
+}
+
+// A replica in sync may take over its master's slots in a rolling
+// update, unless it serves an older TLS certificate (noSlots).
+func TestReplicasInSyncLeaveOutOlderCertificates(t *testing.T) {
+	view, _ := faultView()
+	for _, n := range view.Nodes {
+		n.Replication.MasterLinkUp = true
+	}
+	got := replicasInSync(view, map[string]string{"c-shard-1-1": "it does not serve TLS certificate 2B yet"})
+	want := map[string]bool{"c-shard-0-1": true, "c-shard-2-1": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("in sync %v, want %v", got, want)
 	}
 }
