@@ -30,7 +30,10 @@ import (
 // at or beyond spec.shards. One without a StatefulSet stays only while a
 // claim of it is left (not being deleted): then its data may be there.
 // Without either there is nothing to keep (it was removed, or its data is
-// gone and the engine reports its slots lost). Sorted.
+// gone and the engine reports its slots lost). The claims are read from
+// the API server, not the cache: a cache that has not yet seen a claim's
+// deletion would have the shard recreated, and a recreated StatefulSet
+// keeps it leaving. Sorted.
 func (r *RedisClusterReconciler) rememberLeaving(ctx context.Context, s *scope) error {
 	desired := int(s.rc.Spec.Shards)
 	set := map[int]bool{}
@@ -61,8 +64,7 @@ func (r *RedisClusterReconciler) rememberLeaving(ctx context.Context, s *scope) 
 	claims := map[int]bool{}
 	if missing {
 		var list corev1.PersistentVolumeClaimList
-		if err := r.Client.List(ctx, &list, client.InNamespace(s.rc.Namespace),
-			client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+		if err := r.reader().List(ctx, &list, client.InNamespace(s.rc.Namespace), managedBy(s.rc)); err != nil {
 			return fmt.Errorf("listing claims: %w", err)
 		}
 		for _, pvc := range list.Items {
