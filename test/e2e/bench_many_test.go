@@ -67,8 +67,9 @@ func BenchmarkManyClusters(b *testing.B) {
 		appendRows(b, manyClustersRows(rows, scale)...)
 	})
 
-	scale.alone = f.scaleOutAlone(b)
-	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s\n", fmtRuns(scale.alone))
+	alone := f.scaleOutAlone(b)
+	scale.alone, scale.aloneAfter = alone.total, alone.afterPods
+	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s; after the new shard's pods were Ready %s\n", fmtRuns(scale.alone), fmtRuns(scale.aloneAfter))
 	stopped := ""
 	for _, n := range counts {
 		if stopped != "" {
@@ -104,8 +105,9 @@ func BenchmarkManyClusters(b *testing.B) {
 				scale.others = len(f.names) - 1
 				ready, _ := readyClusters(b)
 				for _, name := range f.names {
-					if ready[name] && len(scale.loaded) < scaleRuns {
-						scale.loaded = append(scale.loaded, f.scaleOut(b, name))
+					if ready[name] && len(scale.loaded) < scaleCount {
+						total, after := f.scaleOut(b, name)
+						scale.loaded, scale.loadedAfter = append(scale.loaded, total), append(scale.loadedAfter, after)
 					}
 				}
 				b.ReportMetric(scale.ratio(), "ratio")
@@ -406,7 +408,7 @@ func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline t
 // row computes the table line from the samples at both ends of the
 // window (m metrics, p /proc, r commandstats) and base, the calls per node
 // per second the nodes got with the operator stopped; commands are divided by the
-// resyncs --resync-period schedules in the window.
+// resyncs in the window (resyncsIn).
 func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]commandCalls, base commandCalls, resync time.Duration,
 	ctrl map[string]string, nodes, logLines int, changes, events string) benchRow {
 	elapsed := p1.at.Sub(p0.at)
@@ -438,9 +440,7 @@ func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]co
 
 	total, counted := callsDelta(r0, r1)
 	row.cmdsByName = commandCalls{}
-	// Resyncs as --resync-period schedules them, not passes: events and
-	// requeues start passes too (the row shows how many there were).
-	resyncsPerCluster := elapsed.Seconds() / resync.Seconds()
+	resyncsPerCluster := resyncsIn(elapsed, resync, row.passes/float64(row.clusters))
 	for cmd, n := range total {
 		probe := base[cmd] * elapsed.Seconds() * float64(counted)
 		if op := n - probe; math.Abs(op) >= 0.5 && counted > 0 && resyncsPerCluster > 0 {
@@ -457,4 +457,21 @@ func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]co
 		row.cmdsPerNodePass = row.cmdsPerNode * resyncsPerCluster / passesPerCluster
 	}
 	return row
+}
+
+// resyncsIn is how many resyncs each cluster had in a window of elapsed,
+// given the passes each ran in it. controller-runtime draws each informer's
+// resync period once, at its start, as --resync-period times a factor in
+// [0.9, 1.1) (calculateResyncPeriod, pkg/cache/internal/informers.go), so
+// the window holds elapsed/resync resyncs only to within 10%. When the
+// passes fall within that band (one resync more or less for the window's
+// edges), every pass was a resync and the passes are the count; outside it
+// (passes started by events or requeues too, or a starved operator running
+// fewer), the nominal elapsed/resync.
+func resyncsIn(elapsed, resync time.Duration, passes float64) float64 {
+	nominal := elapsed.Seconds() / resync.Seconds()
+	if passes >= elapsed.Seconds()/(1.1*resync.Seconds())-1 && passes <= elapsed.Seconds()/(0.9*resync.Seconds())+1 {
+		return passes
+	}
+	return nominal
 }

@@ -60,6 +60,13 @@ func manyClustersRows(rows []benchRow, scale scaleResult) []benchtable.Row {
 			Ratio: fmt.Sprintf("%.2f", ratio), Target: "≤ 1.2", Met: benchtable.Met(ratio <= 1.2),
 		})
 	}
+	if ratio := scale.afterPodsRatio(); !math.IsNaN(ratio) {
+		out = append(out, benchtable.Row{
+			Measure: fmt.Sprintf("  the same, after the new shard's pods were Ready (%d idle vs alone)", scale.others),
+			Ours:    fmt.Sprintf("%.1f s", median(scale.loadedAfter).Seconds()), Anchor: fmt.Sprintf("%.1f s", median(scale.aloneAfter).Seconds()),
+			Ratio: fmt.Sprintf("%.2f", ratio),
+		})
+	}
 	return out
 }
 
