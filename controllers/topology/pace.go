@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // migratePace is how hard a set of moves presses on the nodes.
@@ -32,12 +35,19 @@ func (e *Engine) pace(serving []string) migratePace {
 		overlapAnnounce: true}
 }
 
-// servingClients reads INFO stats from every node the moves read from or write to (one
-// command each, in parallel) and returns, sorted, the names of those serving clients: their
+// servingSample is how long servingClients watches a node that looks busy before judging it.
+const servingSample = 250 * time.Millisecond
+
+// servingClients reads INFO stats from every node the moves read from or write to (in
+// parallel) and returns, sorted, the names of those serving clients. A node whose
 // instantaneous_ops_per_sec, Redis's average over its last 16 samples taken every 100 ms
-// (INFO docs, "stats" section), is at least MigrateServingOps. A node that does not answer
-// counts as serving (its move will report the error). The engine's own commands before a
-// move (the observation, a handful per node) stay far below the threshold.
+// (INFO docs, "stats" section), is under MigrateServingOps is idle. That average also counts
+// the engine's own recent commands (its polls while gossip converges, the previous pass's
+// moves), so a node at or above it is watched for servingSample, in which the engine sends it
+// nothing but a second INFO: it serves clients when total_commands_processed grew by
+// MigrateServingOps a second or more, less the first INFO itself. A readiness probe's AUTH
+// and INFO stay under that. A node that does not answer counts as serving (its move will
+// report the error).
 func (e *Engine) servingClients(ctx context.Context, c *conns, view *ClusterView, moves []Step) []string {
 	nodes := map[string]*NodeView{}
 	for _, m := range moves {
@@ -56,11 +66,7 @@ func (e *Engine) servingClients(ctx context.Context, c *conns, view *ClusterView
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cctx, cancel := e.cmdCtx(ctx)
-			defer cancel()
-			text, err := c.get(n.Endpoint.Addr).Info(cctx, "stats").Result()
-			ops, perr := strconv.ParseInt(parseKV(text)["instantaneous_ops_per_sec"], 10, 64)
-			if err != nil || perr != nil || ops >= e.opts.MigrateServingOps {
+			if e.serves(ctx, c.get(n.Endpoint.Addr)) {
 				mu.Lock()
 				serving = append(serving, name)
 				mu.Unlock()
@@ -70,4 +76,34 @@ func (e *Engine) servingClients(ctx context.Context, c *conns, view *ClusterView
 	wg.Wait()
 	slices.Sort(serving)
 	return serving
+}
+
+// serves is servingClients' judgement of one node.
+func (e *Engine) serves(ctx context.Context, cl *redis.Client) bool {
+	stats := func() (ops, total int64, at time.Time, ok bool) {
+		cctx, cancel := e.cmdCtx(ctx)
+		defer cancel()
+		text, err := cl.Info(cctx, "stats").Result()
+		at = time.Now()
+		kv := parseKV(text)
+		ops, perr := strconv.ParseInt(kv["instantaneous_ops_per_sec"], 10, 64)
+		total, terr := strconv.ParseInt(kv["total_commands_processed"], 10, 64)
+		return ops, total, at, err == nil && perr == nil && terr == nil
+	}
+	ops, total0, t0, ok := stats()
+	if !ok {
+		return true
+	}
+	if ops < e.opts.MigrateServingOps {
+		return false
+	}
+	if sleep(ctx, servingSample) != nil {
+		return true
+	}
+	_, total1, t1, ok := stats()
+	if !ok {
+		return true
+	}
+	others := float64(total1 - total0 - 1)
+	return others >= float64(e.opts.MigrateServingOps)*t1.Sub(t0).Seconds()
 }
