@@ -34,26 +34,34 @@ import (
 // scaleCount is how many scale-outs each side of the comparison times.
 const scaleCount = 3
 
-// scaleResult is the scale-out comparison: per run, the time from the
-// spec change to Ready, and the part of it after the new shard's pods were
-// all Ready (before that, the time is the StatefulSet controller's, the
-// scheduler's and the kubelet's, whose readiness probe runs every 5 s).
+// scaleResult is the scale-out comparison: the runs of a cluster alone and
+// of one among others idling.
 type scaleResult struct {
-	alone, loaded           []time.Duration
-	aloneAfter, loadedAfter []time.Duration // after the new shard's pods were Ready
-	others                  int             // clusters idling during the loaded runs
+	alone, loaded scaleRuns
+	others        int // clusters idling during the loaded runs
+}
+
+// scaleRuns are the times of scale-outs: from the spec change to Ready, and
+// the part of it after the new shard's pods were all Ready (before that,
+// the time is the StatefulSet controller's, the scheduler's and the
+// kubelet's, whose readiness probe runs every 5 s).
+type scaleRuns struct{ total, afterPods []time.Duration }
+
+func (r *scaleRuns) add(total, afterPods time.Duration) {
+	r.total = append(r.total, total)
+	r.afterPods = append(r.afterPods, afterPods)
 }
 
 // ratio is the median loaded time over the median alone time, NaN
 // without both.
 func (r scaleResult) ratio() float64 {
-	return medianRatio(r.loaded, r.alone)
+	return medianRatio(r.loaded.total, r.alone.total)
 }
 
 // afterPodsRatio is ratio for the part after the new shard's pods were
 // Ready: the operator's MEET, slot moves and status.
 func (r scaleResult) afterPodsRatio() float64 {
-	return medianRatio(r.loadedAfter, r.aloneAfter)
+	return medianRatio(r.loaded.afterPods, r.alone.afterPods)
 }
 
 func medianRatio(num, den []time.Duration) float64 {
@@ -93,8 +101,7 @@ func (f *fleet) scaleOutAlone(b *testing.B) scaleRuns {
 			rc := c.get()
 			return isReady(rc), statusSummary(rc)
 		})
-		total, after := f.scaleOut(b, name)
-		out.add(total, after)
+		out.add(f.scaleOut(b, name))
 		c.destroy()
 		c.waitPodsGone(3 * time.Minute)
 	}
@@ -140,15 +147,6 @@ func newShardReady(c *cluster, idx int) bool {
 		n++
 	}
 	return n > 0
-}
-
-// scaleRuns are the times of scale-outs: to Ready, and after the new
-// shard's pods were Ready.
-type scaleRuns struct{ total, afterPods []time.Duration }
-
-func (r *scaleRuns) add(total, afterPods time.Duration) {
-	r.total = append(r.total, total)
-	r.afterPods = append(r.afterPods, afterPods)
 }
 
 // benchObject is what snapshotObjects keeps of one object.
@@ -353,9 +351,9 @@ func printManyTable(rows []benchRow, notMeasured []string, scale scaleResult, re
 	}
 	if ratio := scale.ratio(); !math.IsNaN(ratio) {
 		fmt.Printf("bench: scale-out 3→4 of one cluster: alone %s; with %d others idle %s; ratio of medians %.2f (target <= 1.2: %s)\n",
-			fmtRuns(scale.alone), scale.others, fmtRuns(scale.loaded), ratio, okMiss(ratio <= 1.2))
+			fmtRuns(scale.alone.total), scale.others, fmtRuns(scale.loaded.total), ratio, okMiss(ratio <= 1.2))
 		fmt.Printf("bench: scale-out 3→4, after the new shard's pods were Ready: alone %s; with %d others idle %s; ratio of medians %.2f\n",
-			fmtRuns(scale.aloneAfter), scale.others, fmtRuns(scale.loadedAfter), scale.afterPodsRatio())
+			fmtRuns(scale.alone.afterPods), scale.others, fmtRuns(scale.loaded.afterPods), scale.afterPodsRatio())
 	}
 }
 

@@ -67,9 +67,8 @@ func BenchmarkManyClusters(b *testing.B) {
 		appendRows(b, manyClustersRows(rows, scale)...)
 	})
 
-	alone := f.scaleOutAlone(b)
-	scale.alone, scale.aloneAfter = alone.total, alone.afterPods
-	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s; after the new shard's pods were Ready %s\n", fmtRuns(scale.alone), fmtRuns(scale.aloneAfter))
+	scale.alone = f.scaleOutAlone(b)
+	fmt.Printf("bench: scale-out 3→4 of one cluster alone: %s; after the new shard's pods were Ready %s\n", fmtRuns(scale.alone.total), fmtRuns(scale.alone.afterPods))
 	stopped := ""
 	for _, n := range counts {
 		if stopped != "" {
@@ -105,9 +104,8 @@ func BenchmarkManyClusters(b *testing.B) {
 				scale.others = len(f.names) - 1
 				ready, _ := readyClusters(b)
 				for _, name := range f.names {
-					if ready[name] && len(scale.loaded) < scaleCount {
-						total, after := f.scaleOut(b, name)
-						scale.loaded, scale.loadedAfter = append(scale.loaded, total), append(scale.loadedAfter, after)
+					if ready[name] && len(scale.loaded.total) < scaleCount {
+						scale.loaded.add(f.scaleOut(b, name))
 					}
 				}
 				b.ReportMetric(scale.ratio(), "ratio")
