@@ -3,9 +3,15 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"net"
+	"reflect"
+	"slices"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,3 +110,58 @@ func TestKeepSecretName(t *testing.T) {
 		t.Errorf("other input changed: %v", got)
 	}
 }
+
+// TestSlimPodKeepsWhatIsRead: a Redis pod as its StatefulSet builds it,
+// scheduled and running, gives the same shards (groupPods), the same IPs
+// (podIPs) and the same container ports (the backup sources' client port)
+// once slimPod has stripped it, while its probes, volumes and environment
+// are gone and its encoded size is less than half.
+func TestSlimPodKeepsWhatIsRead(t *testing.T) {
+	rc := &cachev1beta1.RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u1", ResourceVersion: "7"},
+		Spec:       cachev1beta1.RedisClusterSpec{Shards: 1, ReplicasPerShard: 1, Image: "redis:7.0"},
+	}
+	sts := resources.StatefulSet(rc, 0, resources.Placement{})
+	now := time.Now()
+	full := corev1.Pod{ObjectMeta: *sts.Spec.Template.ObjectMeta.DeepCopy(), Spec: *sts.Spec.Template.Spec.DeepCopy()}
+	full.Name, full.Namespace = resources.StatefulSetName(rc.Name, 0)+"-0", rc.Namespace
+	full.CreationTimestamp = metav1.NewTime(now)
+	full.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
+	full.Spec.NodeName = "node-a"
+	full.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}},
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: resources.RedisContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+	}
+	if len(full.Spec.Containers) == 0 || full.Spec.Containers[0].ReadinessProbe == nil || len(full.Spec.Volumes) == 0 {
+		t.Fatal("the built pod has no probe or volume to strip")
+	}
+
+	out, err := slimPod(full.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := *out.(*corev1.Pod)
+	hash := func(int) string { return full.Annotations[resources.TemplateHashAnnotation] }
+	stsBy := map[int]*appsv1.StatefulSet{0: sts}
+	if a, b := groupPods(rc.Name, 1, 1, hash, stsBy, nil, []corev1.Pod{full}), groupPods(rc.Name, 1, 1, hash, stsBy, nil, []corev1.Pod{slim}); !reflect.DeepEqual(a, b) {
+		t.Errorf("groupPods of the slim pod %+v, of the full pod %+v", b[0], a[0])
+	}
+	if a, _ := podIPs([]corev1.Pod{full}, now); !slices.EqualFunc(a, firstIPs(podIPs([]corev1.Pod{slim}, now)), net.IP.Equal) {
+		t.Errorf("podIPs differ: %v", a)
+	}
+	for i, c := range full.Spec.Containers {
+		if s := slim.Spec.Containers[i]; s.Name != c.Name || !equality.Semantic.DeepEqual(s.Ports, c.Ports) {
+			t.Errorf("container %d: slim %s %v, full %s %v", i, s.Name, s.Ports, c.Name, c.Ports)
+		}
+	}
+	if slim.Spec.NodeName != "node-a" || slim.ManagedFields != nil || len(slim.Spec.Volumes) != 0 || slim.Spec.Containers[0].ReadinessProbe != nil {
+		t.Errorf("slim pod spec %+v, managed fields %v", slim.Spec, slim.ManagedFields)
+	}
+	if s, f := slim.Size(), full.Size(); s*2 >= f {
+		t.Errorf("slim pod %d bytes encoded, full %d", s, f)
+	}
+}
+
+// firstIPs is the IPs podIPs returns, without the waiting count.
+func firstIPs(ips []net.IP, _ int) []net.IP { return ips }

@@ -51,8 +51,8 @@ const (
 	DefaultRedisTimeout    = 5 * time.Second
 	DefaultDeletionTimeout = 2 * time.Minute
 	// DefaultRedisPoolSize bounds the Redis clients kept across passes: one
-	// per node, about 20 KiB each (clientBufferSize buffers and go-redis's
-	// own state), so 1024 cover 341 clusters of 3 nodes in about 20 MiB.
+	// per node, about 12 KiB each (clientBufferSize buffers and go-redis's
+	// own state), so 1024 cover 341 clusters of 3 nodes in about 12 MiB.
 	DefaultRedisPoolSize = 1024
 
 	// busyRequeue is how soon a pass looks again while something is

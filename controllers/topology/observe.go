@@ -64,11 +64,13 @@ func New(opts Options) *Engine {
 	return &Engine{opts: opts, log: log}
 }
 
-// clientBufferSize is the read and the write buffer of each connection: go-redis's 32 KiB
-// defaults (and 128 KiB for its separate pipeline pool) would cost a long-lived pool of a
-// few hundred nodes tens of MiB, while a CLUSTER NODES reply of 100 nodes is about 20 KiB
-// and longer replies are read past the buffer anyway.
-const clientBufferSize = 8 << 10
+// clientBufferSize is the read and the write buffer of each connection, one page: go-redis's
+// 32 KiB defaults (and 128 KiB for its separate pipeline pool) would cost a long-lived pool
+// of a few hundred nodes tens of MiB. Nothing needs a bigger one: go-redis reads a bulk reply
+// longer than the buffer (a CLUSTER NODES of 100 nodes is about 20 KiB) into a slice of its
+// own and a line longer than it in pieces, and writes a command longer than it (a MIGRATE of
+// many keys) in several writes.
+const clientBufferSize = 4 << 10
 
 // newClient is the one go-redis client configuration of the engine, for the node at addr
 // with password ("" for none): RESP2, no CLIENT SETINFO on connect (a Redis 7.2 command),
