@@ -154,6 +154,9 @@ func Sweep(runDir string) ([]string, error) {
 			return nil
 		}
 		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -166,7 +169,12 @@ func Sweep(runDir string) ([]string, error) {
 				killed = append(killed, strings.TrimSuffix(filepath.Base(path), ".pid"))
 			}
 		}
-		return os.Remove(path)
+		// A supervisor still running in this process removes the record
+		// itself once the killed group exits; that race is no error.
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
 	})
 	return killed, err
 }
