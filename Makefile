@@ -26,11 +26,12 @@ generate: ## Generate deepcopy code and the argocd-cm patch from health.lua.
 	go generate ./health/argocd
 
 .PHONY: manifests
-manifests: ## Generate the CRDs and RBAC under kustomize/base.
+manifests: ## Generate the CRDs and RBAC under kustomize/base, then each overlay's render into kustomize/rendered (what the binary embeds).
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=kustomize/base/crd/bases
 	go run ./hack/crdtrim kustomize/base/crd/bases/cache.redis.io_redisclusters.yaml
 	$(CONTROLLER_GEN) rbac:roleName=redis-operator paths="./controllers/...;./webhooks/..." output:rbac:artifacts:config=kustomize/base/rbac
 	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=kustomize/base/webhook
+	go run ./hack/rendermanifests
 
 .PHONY: lint
 lint: ## gofmt and go vet.
@@ -39,7 +40,7 @@ lint: ## gofmt and go vet.
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.
-	@git diff --exit-code -- apis kustomize/base kustomize/components/argocd || { echo "generated files are out of date: run make generate manifests"; exit 1; }
+	@git diff --exit-code -- apis kustomize/base kustomize/components/argocd kustomize/rendered || { echo "generated files are out of date: run make generate manifests"; exit 1; }
 
 .PHONY: build
 build: ## Build the operator binary into bin/.

@@ -1,14 +1,14 @@
 // Package kustomize holds the operator's install manifests (base, components
 // and overlays beside this file) and renders them with kustomize's own
-// library (sigs.k8s.io/kustomize/api/krusty), so that the operator binary can
-// print its install without a kustomize or kubectl binary:
-//
-//	redis-operator manifests --overlay prod | kubectl apply --server-side -f -
+// library (sigs.k8s.io/kustomize/api/krusty), as `kustomize build
+// kustomize/overlays/NAME` does on disk. `make manifests` writes each
+// overlay's render into kustomize/rendered (hack/rendermanifests), which the
+// operator binary embeds for `redis-operator manifests`; the binary does
+// not import this package.
 //
 // The manifests are embedded at build time; Render copies them into an
 // in-memory file system and runs krusty there with the default options
-// (load restrictions to the kustomization root, no plugins), which is what
-// `kustomize build kustomize/overlays/NAME` does on disk.
+// (load restrictions to the kustomization root, no plugins).
 package kustomize
 
 import (

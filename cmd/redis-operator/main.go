@@ -26,7 +26,7 @@ import (
 	"github.com/redis-operator/redis-operator/controllers"
 	"github.com/redis-operator/redis-operator/controllers/backup"
 	"github.com/redis-operator/redis-operator/controllers/topology"
-	"github.com/redis-operator/redis-operator/kustomize"
+	"github.com/redis-operator/redis-operator/kustomize/rendered"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
 
@@ -35,9 +35,9 @@ const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 
 func main() {
 	// `redis-operator manifests --overlay NAME` prints the install manifests
-	// embedded at build time (kustomize/), rendered with kustomize's library.
+	// as kustomize rendered them at build time (kustomize/rendered).
 	if len(os.Args) > 1 && os.Args[1] == "manifests" {
-		os.Exit(kustomize.RunManifests(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit(rendered.RunManifests(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	// `redis-operator status NAME`, also run as the kubectl plugin
 	// `kubectl rediscluster status NAME` (status.go).
