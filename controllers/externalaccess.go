@@ -73,8 +73,11 @@ func (r *RedisClusterReconciler) reconcileExternalAccess(ctx context.Context, s 
 		_, err := r.apply(ctx, s, resources.AnnounceConfigMap(rc, addrs), &corev1.ConfigMap{})
 		return ctrl.Result{}, false, err
 	}
+	// Only the operator's own announce ConfigMap is deleted, and the
+	// operator's children carry its label, so the cache tells: a settled
+	// cluster without external access costs no API request here.
 	cm := &corev1.ConfigMap{}
-	err := r.getChild(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.AnnounceConfigMapName(rc.Name)}, cm)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.AnnounceConfigMapName(rc.Name)}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		return ctrl.Result{}, false, nil
