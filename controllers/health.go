@@ -49,17 +49,16 @@ func (r *RedisClusterReconciler) computeHealth(ctx context.Context, s *scope) ca
 	// deep copy, and sorted by name, since the cache lists them in its
 	// map's order, which changes from one pass to the next.
 	sel := client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}
-	byName := func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) }
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := r.Client.List(ctx, &pvcs, client.InNamespace(s.rc.Namespace), sel, client.UnsafeDisableDeepCopy); err == nil {
-		slices.SortFunc(pvcs.Items, func(a, b corev1.PersistentVolumeClaim) int { return byName(&a, &b) })
+		slices.SortFunc(pvcs.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
 		for i := range pvcs.Items {
 			objs = append(objs, child{corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), &pvcs.Items[i]})
 		}
 	}
 	var svcs corev1.ServiceList
 	if err := r.Client.List(ctx, &svcs, client.InNamespace(s.rc.Namespace), sel, client.UnsafeDisableDeepCopy); err == nil {
-		slices.SortFunc(svcs.Items, func(a, b corev1.Service) int { return byName(&a, &b) })
+		slices.SortFunc(svcs.Items, func(a, b corev1.Service) int { return strings.Compare(a.Name, b.Name) })
 		for i := range svcs.Items {
 			objs = append(objs, child{corev1.SchemeGroupVersion.WithKind("Service"), &svcs.Items[i]})
 		}

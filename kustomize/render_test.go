@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	built "github.com/redis-operator/redis-operator/kustomize/rendered"
 )
 
 const (
@@ -105,9 +107,14 @@ func TestRenderUnknownOverlay(t *testing.T) {
 }
 
 // TestRenderEqualsDisk is the issue's acceptance check: the render from
-// the manifests embedded in the binary equals krusty's render of the same
-// overlay from the source tree, byte for byte.
+// the embedded manifests, and the install the binary prints (`redis-operator
+// manifests`, package rendered), equal krusty's render of the same overlay
+// from the source tree, byte for byte, for every overlay and no other.
+// When the rendered files differ, `make manifests` writes them again.
 func TestRenderEqualsDisk(t *testing.T) {
+	if got, want := built.Overlays(), Overlays(); !slices.Equal(got, want) {
+		t.Fatalf("rendered overlays %v, the tree's %v: run make manifests", got, want)
+	}
 	for _, overlay := range Overlays() {
 		t.Run(overlay, func(t *testing.T) {
 			embedded, err := Render(overlay)
@@ -128,6 +135,13 @@ func TestRenderEqualsDisk(t *testing.T) {
 			}
 			if !bytes.Equal(embedded, disk) {
 				t.Fatalf("embedded render (%d bytes) differs from the render from disk (%d bytes)", len(embedded), len(disk))
+			}
+			printed, err := built.Manifests(overlay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(printed, disk) {
+				t.Fatalf("kustomize/rendered/%s.yaml (%d bytes) differs from the render from disk (%d bytes): run make manifests", overlay, len(printed), len(disk))
 			}
 			if !bytes.Contains(embedded, []byte("kind: Deployment")) {
 				t.Fatalf("render has no Deployment:\n%s", embedded)

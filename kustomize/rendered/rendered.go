@@ -10,7 +10,7 @@
 // binary (package kustomize, sigs.k8s.io/kustomize/api/krusty) doubled the
 // operator binary, 60 MB to 125 MB, and with it the pages of the binary the
 // running manager has mapped; a test of package kustomize
-// (TestRenderedIsCurrent) fails when a file here differs from krusty's
+// (TestRenderEqualsDisk) fails when a file here differs from krusty's
 // render of the tree on disk.
 package rendered
 
