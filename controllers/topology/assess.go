@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -15,8 +16,8 @@ type shardState struct {
 	nodes   []*NodeView // one per spec node; unreachable ones carry Err
 	// owners are the node IDs mapped to this shard that own slots, most slots first.
 	owners []string
-	// masterID is the shard's master: its biggest owner, or for a shard without slots the
-	// first reachable empty master of the shard (a candidate). "" when there is none.
+	// masterID is the shard's master: its biggest owner, or for a shard without slots a
+	// reachable empty master of the shard (a candidate, see chooseMasters). "" when there is none.
 	masterID string
 	master   *NodeView // reachable view of masterID, nil when unreachable
 }
@@ -277,21 +278,88 @@ func (a *assessment) shardByRecordAddr(id string) *shardState {
 	return fallback
 }
 
+// chooseMasters sets each shard's master: its biggest owner; for a desired shard that owns no
+// slot (bootstrap, a new shard) a candidate, a reachable master of the shard that owns no slot
+// and has none open. The candidates are chosen together so that all the masters spread best
+// over zones, then nodes (spreadDomains and score, the measure spreadSteps uses): every
+// combination is tried when there are at most maxSpreadCombinations, else each shard in turn
+// takes its best candidate given those before. Ties, and endpoints without a known node or
+// zone, keep each shard's endpoint order. So a new cluster's masters start spread, and no
+// planned failover has to move them before a zone or node may be lost safely.
 func (a *assessment) chooseMasters() {
-	for _, sh := range append(append([]*shardState{}, a.shards...), a.leaving...) {
+	var chosen []Endpoint // the masters of shards that own slots
+	placed, dims, inUse := spreadDomains(a.desired)
+	for _, sh := range a.leaving {
 		if len(sh.owners) > 0 {
 			sh.masterID = sh.owners[0]
 			sh.master = a.byID[sh.masterID]
-			continue
-		}
-		if sh.leaving {
-			continue
-		}
-		for _, n := range sh.nodes {
-			if n.Reachable() && n.IsMaster() && a.slotCount[n.ID] == 0 && !hasOpenSlots(n) {
-				sh.masterID, sh.master = n.ID, n
-				break
-			}
 		}
 	}
+	var empty []*shardState
+	var options [][]*NodeView // candidates of each empty shard, in endpoint order
+	combinations := 1
+	for _, sh := range a.shards {
+		if len(sh.owners) > 0 {
+			sh.masterID = sh.owners[0]
+			sh.master = a.byID[sh.masterID]
+			if sh.master != nil {
+				chosen = append(chosen, placed[sh.master.Endpoint.Name])
+			}
+			continue
+		}
+		var cands []*NodeView
+		for _, n := range sh.nodes {
+			if n.Reachable() && n.IsMaster() && a.slotCount[n.ID] == 0 && !hasOpenSlots(n) {
+				cands = append(cands, n)
+			}
+		}
+		if len(cands) > 0 {
+			empty, options = append(empty, sh), append(options, cands)
+			combinations = min(combinations*len(cands), maxSpreadCombinations+1)
+		}
+	}
+	pick := make([]int, len(empty)) // index into options[i] of each empty shard's choice
+	if len(dims) > 0 && combinations <= maxSpreadCombinations {
+		var best []int
+		var bestScore spreadScore
+		cur := make([]int, len(empty))
+		masters := slices.Clone(chosen)
+		var try func(i int)
+		try = func(i int) {
+			if i == len(empty) {
+				if s := score(spreadLoads(dims, inUse, masters)); best == nil || s.less(bestScore) {
+					best, bestScore = slices.Clone(cur), s
+				}
+				return
+			}
+			for j, n := range options[i] {
+				cur[i] = j
+				masters = append(masters, placed[n.Endpoint.Name])
+				try(i + 1)
+				masters = masters[:len(masters)-1]
+			}
+		}
+		try(0)
+		pick = best
+	} else if len(dims) > 0 {
+		masters := slices.Clone(chosen)
+		for i := range empty {
+			var bestScore spreadScore
+			for j, n := range options[i] {
+				s := score(spreadLoads(dims, inUse, append(masters[:len(masters):len(masters)], placed[n.Endpoint.Name])))
+				if j == 0 || s.less(bestScore) {
+					pick[i], bestScore = j, s
+				}
+			}
+			masters = append(masters, placed[options[i][pick[i]].Endpoint.Name])
+		}
+	}
+	for i, sh := range empty {
+		n := options[i][pick[i]]
+		sh.masterID, sh.master = n.ID, n
+	}
 }
+
+// maxSpreadCombinations bounds the candidate combinations chooseMasters tries all of: 4096
+// covers up to 12 new shards of two pods or 7 of three; more shards are placed one by one.
+const maxSpreadCombinations = 4096

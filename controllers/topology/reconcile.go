@@ -211,8 +211,9 @@ func buildResult(p *planner, steps []Step, perr error) *Result {
 // act on: one ShardStatus per desired shard, in order. A shard's master is the one the
 // planner acts on: of the slot owners mapped to the shard, the one owning most slots, where a
 // slot's owner is the reachable master that claims it, else the node most reachable nodes'
-// tables name (it may be unreachable: then MasterName is empty); for a shard owning none, its
-// first reachable master that owns no slot and has none open (a candidate). Its replicas are
+// tables name (it may be unreachable: then MasterName is empty); for a shard owning none, a
+// reachable master that owns no slot and has none open (a candidate; the first in endpoint
+// order unless another spreads the masters better over zones and nodes). Its replicas are
 // the shard's reachable nodes that follow that master; its slots are those the master owns.
 // nil for a nil view.
 func Shards(view *ClusterView, desired Desired) []ShardStatus {

@@ -59,12 +59,7 @@ func (p *planner) spreadSteps() []Step {
 	if len(p.leaving) > 0 {
 		return nil
 	}
-	placed := map[string]Endpoint{}
-	for _, sh := range p.desired.Shards {
-		for _, ep := range sh.Nodes {
-			placed[ep.Name] = ep
-		}
-	}
+	placed, dims, inUse := spreadDomains(p.desired)
 	for _, n := range p.nodes {
 		if ep := placed[n.Endpoint.Name]; !n.Reachable() || ep.NotReady || ep.NoSlots != "" || ep.Node == "" {
 			return nil
@@ -81,17 +76,6 @@ func (p *planner) spreadSteps() []Step {
 			return nil
 		}
 		masters[i] = placed[sh.master.Endpoint.Name]
-	}
-	var dims []spreadDim
-	var inUse []int
-	for _, d := range spreadDims {
-		seen := map[string]bool{}
-		for _, ep := range placed {
-			seen[d.of(ep)] = true
-		}
-		if !seen[""] && len(seen) > 1 {
-			dims, inUse = append(dims, d), append(inUse, len(seen))
-		}
 	}
 	loads := spreadLoads(dims, inUse, masters)
 	over := false
@@ -133,6 +117,28 @@ func (p *planner) spreadSteps() []Step {
 		}
 	}
 	return []Step{{Kind: StepFailover, Node: best.Endpoint.Name, NodeID: p.shards[bestShard].masterID, Reason: reason}}
+}
+
+// spreadDomains maps each endpoint of d's desired shards by name, and lists the dimensions
+// their masters spread over with the number of domains of each in use: a dimension counts
+// only when every endpoint names its domain and there is more than one.
+func spreadDomains(d Desired) (placed map[string]Endpoint, dims []spreadDim, inUse []int) {
+	placed = map[string]Endpoint{}
+	for _, sh := range d.Shards {
+		for _, ep := range sh.Nodes {
+			placed[ep.Name] = ep
+		}
+	}
+	for _, dim := range spreadDims {
+		seen := map[string]bool{}
+		for _, ep := range placed {
+			seen[dim.of(ep)] = true
+		}
+		if !seen[""] && len(seen) > 1 {
+			dims, inUse = append(dims, dim), append(inUse, len(seen))
+		}
+	}
+	return placed, dims, inUse
 }
 
 // spreadLoads counts masters per domain of each dimension; inUse[i] is the number of

@@ -180,3 +180,90 @@ func mapValues(m map[string]int) []int {
 	}
 	return out
 }
+
+// TestSimBootstrapSpreadsMasters: a new cluster's masters start spread over zones, then
+// nodes, without a planned failover. The first case is the placement a CI run's scheduler
+// chose for a 3×1 cluster on four nodes in three zones (za holds n1 and n4): taking each
+// shard's first pod as master would have put two of three masters in za, and losing za would
+// have left the cluster without a quorum of masters until the spread failover ran. The
+// numbered cases are random placements of each shard's pods in distinct zones, each of which
+// allows one master per zone and node (the test fails if the bootstrap finds a worse choice).
+// "greedy" bootstraps more new shards than chooseMasters tries every combination of.
+func TestSimBootstrapSpreadsMasters(t *testing.T) {
+	zones := map[string]string{"n1": "za", "n2": "zb", "n3": "zc", "n4": "za"}
+	run := func(t *testing.T, s *sim, d Desired, node map[string]string) {
+		d = placedOn(d, node, zones)
+		s.mustConverge(d)
+		perZone, perNode := map[string]int{}, map[string]int{}
+		for _, sh := range d.Shards {
+			for _, ep := range sh.Nodes {
+				if s.live[ep.Name].master == "" {
+					perZone[ep.Zone]++
+					perNode[ep.Node]++
+				}
+			}
+		}
+		if m := slices.Max(mapValues(perZone)); m > 1 {
+			t.Errorf("masters per zone %v, want at most 1", perZone)
+		}
+		if m := slices.Max(mapValues(perNode)); m > 1 {
+			t.Errorf("masters per node %v, want at most 1", perNode)
+		}
+		if n := s.steps[StepFailover]; n != 0 {
+			t.Errorf("%d planned failovers after the bootstrap, want 0 (steps %v)", n, s.steps)
+		}
+	}
+	t.Run("ci-placement", func(t *testing.T) {
+		s := newSim(t)
+		d := Desired{Shards: s.shards("cz", 0, 3, 2), ReplicasPerShard: 1}
+		run(t, s, d, map[string]string{"cz0-0": "n1", "cz0-1": "n2", "cz1-0": "n3", "cz1-1": "n2", "cz2-0": "n4", "cz2-1": "n2"})
+		if s.live["cz2-1"].master != "" {
+			t.Errorf("shard cz2's master is not cz2-1, the only pod outside zone za and nodes holding a master")
+		}
+	})
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 2))
+			s := newSim(t)
+			d := Desired{Shards: s.shards(fmt.Sprintf("bz%d-", seed), 0, 3, 2), ReplicasPerShard: 1}
+			node := map[string]string{}
+			for _, sh := range d.Shards {
+				// Distinct zones per shard, as the default zone anti-affinity asks.
+				for {
+					p := rng.Perm(4)
+					if zones[fmt.Sprintf("n%d", p[0]+1)] != zones[fmt.Sprintf("n%d", p[1]+1)] {
+						node[sh.Nodes[0].Name], node[sh.Nodes[1].Name] = fmt.Sprintf("n%d", p[0]+1), fmt.Sprintf("n%d", p[1]+1)
+						break
+					}
+				}
+			}
+			run(t, s, d, node)
+		})
+	}
+	t.Run("greedy", func(t *testing.T) {
+		s := newSim(t)
+		d := Desired{Shards: s.shards("gz", 0, 13, 2), ReplicasPerShard: 1}
+		node := map[string]string{}
+		for i, sh := range d.Shards {
+			// Every shard's first pod in za: endpoint order alone would put all 13 masters
+			// there. Even shards can use zb instead, odd ones zc.
+			node[sh.Nodes[0].Name], node[sh.Nodes[1].Name] = []string{"n1", "n4"}[i%2], []string{"n2", "n3"}[i%2]
+		}
+		d = placedOn(d, node, zones)
+		s.mustConverge(d)
+		perZone := map[string]int{}
+		for _, sh := range d.Shards {
+			for _, ep := range sh.Nodes {
+				if s.live[ep.Name].master == "" {
+					perZone[ep.Zone]++
+				}
+			}
+		}
+		if m := slices.Max(mapValues(perZone)); m > 5 { // ceil(13 masters / 3 zones)
+			t.Errorf("masters per zone %v, want at most 5", perZone)
+		}
+		if n := s.steps[StepFailover]; n != 0 {
+			t.Errorf("%d planned failovers after the bootstrap, want 0", n)
+		}
+	})
+}
