@@ -34,6 +34,12 @@ func (p *planner) members() []*NodeView {
 // meetSteps introduces nodes the cluster does not know, or knows at a stale address. An
 // anchor (the first member owning slots) meets the others; members that know a peer at an
 // old address meet it directly, because gossip only corrects addresses of failing nodes.
+//
+// A node new to a formed cluster (one the anchor has no record of) is also met by every other
+// slot owner already joined with the anchor: resharding waits until every master sees every
+// other (readyToMove), and gossip alone spreads a new node at about one ping per node and
+// second, slower still on a busy host. At bootstrap no owner has joined the anchor yet, so
+// the anchor alone meets the others (n-1 meets, not n²).
 func (p *planner) meetSteps() []Step {
 	members := p.members()
 	if len(members) < 2 {
@@ -46,12 +52,19 @@ func (p *planner) meetSteps() []Step {
 			break
 		}
 	}
+	var joined []*NodeView // the other slot owners that know the anchor and are known by it
+	for _, o := range members {
+		if o != anchor && o.OwnSlots().Len() > 0 && knows(o, anchor) && knows(anchor, o) {
+			joined = append(joined, o)
+		}
+	}
 	var steps []Step
 	for _, m := range members {
 		if m == anchor || knows(anchor, m) || handshaking(anchor, m.Endpoint.Addr) {
 			continue
 		}
-		if anchor.Lookup(m.ID) == nil {
+		isNew := anchor.Lookup(m.ID) == nil
+		if isNew {
 			if err := p.mergeConflict(anchor, m); err != nil {
 				p.blockers = append(p.blockers, err)
 				continue
@@ -59,6 +72,15 @@ func (p *planner) meetSteps() []Step {
 		}
 		steps = append(steps, Step{Kind: StepMeet, Node: anchor.Endpoint.Name, Target: m.Endpoint.Name,
 			Reason: fmt.Sprintf("%s does not know %s at %s", anchor.Endpoint.Name, m.Endpoint.Name, m.Endpoint.Addr)})
+		if !isNew {
+			continue
+		}
+		for _, o := range joined {
+			if o != m && o.Lookup(m.ID) == nil && !handshaking(o, m.Endpoint.Addr) {
+				steps = append(steps, Step{Kind: StepMeet, Node: o.Endpoint.Name, Target: m.Endpoint.Name,
+					Reason: fmt.Sprintf("%s is new to the cluster; %s meets it too, not waiting for gossip", m.Endpoint.Name, o.Endpoint.Name)})
+			}
+		}
 	}
 	for _, a := range members {
 		if a == anchor {
