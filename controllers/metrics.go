@@ -27,6 +27,9 @@ type clusterMetrics struct {
 	ready         *prometheus.GaugeVec
 	credentials   *prometheus.GaugeVec
 	tlsNotAfter   *prometheus.GaugeVec
+	// redisCommands counts the commands the topology engine sent to Redis nodes, by name
+	// (topology.Options.OnCommand), over all clusters: what a resync costs the nodes.
+	redisCommands *prometheus.CounterVec
 }
 
 var (
@@ -52,12 +55,20 @@ func registerMetrics() *clusterMetrics {
 			credentials:   gauge("redis_cluster_credentials_ready", "1 when the RedisCluster's CredentialsReady condition is True (its password source was read), else 0."),
 			tlsNotAfter: gauge("redis_cluster_tls_certificate_expiry_timestamp_seconds",
 				"When the nodes' TLS certificate expires (status.tls.notAfter), in seconds since the Unix epoch; no series without spec.tls."),
+			redisCommands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redis_operator_redis_commands_total",
+				Help: "Commands the operator sent to Redis nodes, by name as INFO commandstats spells it (cluster|nodes), connection set-up (hello, auth) included."},
+				[]string{"command"}),
 		}
-		metrics.Registry.MustRegister(theMetrics.stateOK, theMetrics.slotsAssigned, theMetrics.knownNodes,
+		metrics.Registry.MustRegister(theMetrics.redisCommands, theMetrics.stateOK, theMetrics.slotsAssigned, theMetrics.knownNodes,
 			theMetrics.migrating, theMetrics.shards, theMetrics.readyPods, theMetrics.ready, theMetrics.credentials,
 			theMetrics.tlsNotAfter)
 	})
 	return theMetrics
+}
+
+// countCommand is the engine's OnCommand: one more of command name.
+func (m *clusterMetrics) countCommand(name string) {
+	m.redisCommands.WithLabelValues(name).Inc()
 }
 
 func b2f(b bool) float64 {

@@ -512,6 +512,9 @@ func (r *RedisClusterReconciler) engine(s *scope, password string) *topology.Eng
 		WaitBudget: engineWaitBudget,
 		Logger:     s.log.WithName("topology"),
 	}
+	if r.metrics != nil {
+		opts.OnCommand = r.metrics.countCommand
+	}
 	if s.tls != nil {
 		opts.TLS, opts.TLSID = s.tls.config, s.tls.id
 	}

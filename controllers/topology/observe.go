@@ -79,7 +79,7 @@ const clientBufferSize = 4 << 10
 // separate pipeline pool), clientBufferSize buffers, and no retries (the engine observes
 // again and plans anew instead).
 func newClient(opts Options, addr, password string, poolSize int) *redis.Client {
-	return redis.NewClient(&redis.Options{
+	cl := redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		Password:              password,
 		TLSConfig:             opts.TLS,
@@ -98,6 +98,10 @@ func newClient(opts Options, addr, password string, poolSize int) *redis.Client 
 			Mode: maintnotifications.ModeDisabled,
 		},
 	})
+	if opts.OnCommand != nil {
+		cl.AddHook(commandHook(opts.OnCommand))
+	}
+	return cl
 }
 
 // conns gives one engine call its client per address: opts.Pool's when set, otherwise

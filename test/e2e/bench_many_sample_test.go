@@ -13,10 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // This file holds what BenchmarkManyClusters samples: the operator's
@@ -271,121 +268,6 @@ func loadAvg() string {
 	return strings.Fields(string(b))[0]
 }
 
-// redisNodes keeps one connection per Redis node for the whole benchmark,
-// so that its own commands on a node are exactly one INFO commandstats per
-// snapshot (the AUTH of the first connection precedes the first snapshot).
-type redisNodes struct {
-	mu      sync.Mutex
-	clients map[string]*redis.Client // by IP
-}
-
-// commandCalls is calls per command (INFO commandstats keys without the
-// cmdstat_ prefix, such as "cluster|nodes") summed over nodes.
+// commandCalls is calls per command, named as INFO commandstats names them
+// without the cmdstat_ prefix (such as "cluster|nodes").
 type commandCalls map[string]float64
-
-// snapshot runs INFO commandstats on every node (ip → password) and
-// returns each node's calls per command. A node that does not answer is
-// left out (callsDelta counts only nodes in both snapshots); it is an
-// error only when none answers.
-func (r *redisNodes) snapshot(nodes map[string]string) (map[string]commandCalls, error) {
-	out := map[string]commandCalls{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for ip, pw := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			calls, err := commandStats(r.client(ip, pw))
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("INFO commandstats on %s: %w", ip, err)
-				}
-				return
-			}
-			out[ip] = calls
-		}()
-	}
-	wg.Wait()
-	if len(out) == 0 && firstErr != nil {
-		return nil, firstErr
-	}
-	return out, nil
-}
-
-func (r *redisNodes) client(ip, password string) *redis.Client {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.clients == nil {
-		r.clients = map[string]*redis.Client{}
-	}
-	cl, ok := r.clients[ip]
-	if !ok {
-		opts := nodeOptions(ip, password)
-		opts.PoolSize = 1
-		cl = redis.NewClient(opts)
-		r.clients[ip] = cl
-	}
-	return cl
-}
-
-func (r *redisNodes) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, cl := range r.clients {
-		_ = cl.Close()
-	}
-	r.clients = nil
-}
-
-// commandStats parses INFO commandstats
-// (https://redis.io/docs/latest/commands/info/: lines
-// `cmdstat_<command>:calls=N,usec=...`).
-func commandStats(cl *redis.Client) (commandCalls, error) {
-	ctx, cancel := redisCtx()
-	defer cancel()
-	out, err := cl.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	calls := commandCalls{}
-	for _, line := range strings.Split(out, "\n") {
-		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		cmd, isStat := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isStat {
-			continue
-		}
-		for _, kv := range strings.Split(fields, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				calls[cmd] = n
-			}
-		}
-	}
-	return calls, nil
-}
-
-// callsDelta sums over the nodes present in both snapshots the calls each
-// command gained from before to after, less the one INFO of the `before`
-// snapshot itself, and returns the sum and the number of nodes counted.
-func callsDelta(before, after map[string]commandCalls) (commandCalls, int) {
-	sum := commandCalls{}
-	nodes := 0
-	for ip, a := range after {
-		b, ok := before[ip]
-		if !ok || a == nil || b == nil {
-			continue
-		}
-		nodes++
-		for cmd, n := range a {
-			sum[cmd] += n - b[cmd]
-		}
-		sum["info"]--
-	}
-	return sum, nodes
-}

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,8 +31,9 @@ import (
 // of controller "rediscluster", from the bucket deltas over the window),
 // API writes per minute (client-go's rest_client_requests_total, methods
 // POST, PUT, PATCH and DELETE), and Redis commands per node per resync
-// (INFO commandstats deltas, less what the readiness probe and the
-// benchmark itself send, measured with the operator stopped by SIGSTOP).
+// (the operator's own count, redis_operator_redis_commands_total, which
+// TestOnCommandCountsWhatNodesReceive checks against the nodes' INFO
+// commandstats; the nodes' own counts would mix in the readiness probes).
 // Then it scales one cluster 3→4 shards while the others idle, three
 // times (three clusters, one after the other), and compares the median
 // time to Ready with that of the same scale-out of a cluster alone,
@@ -43,7 +43,9 @@ import (
 // 127.0.0.1, the default log level and --resync-period E2E_BENCH_RESYNC
 // (default 10s, shorter than the operator's 30 s default so that the window
 // holds several resyncs per cluster; the table says which), and Go's pprof
-// endpoints on E2E_BENCH_PPROF (an address; none by default). The idle window
+// endpoints on E2E_BENCH_PPROF (an address; none by default); E2E_BENCH_LOG,
+// when set, is its log level (e.g. debug, with millisecond timestamps, to see
+// where a scale-out's time goes; it costs the idle window some CPU). The idle window
 // is E2E_BENCH_WINDOW (default 60s). Growth stops early, with a note, when
 // the machine's MemAvailable falls under 1.5 GiB.
 //
@@ -52,12 +54,9 @@ func BenchmarkManyClusters(b *testing.B) {
 	counts := benchCounts(b)
 	window := envDuration(b, "E2E_BENCH_WINDOW", time.Minute)
 	resync := envDuration(b, "E2E_BENCH_RESYNC", 10*time.Second)
-	const baseline = 30 * time.Second
 
 	removeOperator(b)
 	op := startBenchOperator(b, resync)
-	nodes := &redisNodes{}
-	b.Cleanup(nodes.close)
 	f := &fleet{op: op, passwords: map[string]string{}}
 	var rows []benchRow
 	var notMeasured []string // "<count>: why"
@@ -81,7 +80,7 @@ func BenchmarkManyClusters(b *testing.B) {
 					stopped = why
 					b.Skip("not measured: " + why)
 				}
-				row := f.measure(b, nodes, resync, window, baseline)
+				row := f.measure(b, resync, window)
 				rows = append(rows, row)
 				fmt.Println("bench:", row.line())
 				b.ReportMetric(row.rssMiB, "MiB-rss")
@@ -147,6 +146,9 @@ func startBenchOperator(b *testing.B, resync time.Duration) *benchOperator {
 		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0", "--resync-period=" + resync.String()}
 	if addr := os.Getenv("E2E_BENCH_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr)
+	}
+	if level := os.Getenv("E2E_BENCH_LOG"); level != "" {
+		args = append(args, "--zap-log-level="+level, "--zap-time-encoding=rfc3339nano")
 	}
 	op.p, err = startProcessAs(&syscall.Credential{Uid: 0, Gid: operatorGID}, op.logPath, filepath.Join(env.binDir, "redis-operator"), args...)
 	if err != nil {
@@ -308,10 +310,9 @@ type benchRow struct {
 	passes                float64 // reconcile passes in the window
 	writesPerMin          float64
 	writesByMethod        map[string]float64
-	cmdsPerNode           float64 // per node per resync, the operator's alone
+	cmdsPerNode           float64 // per node per resync
 	cmdsByName            commandCalls
 	cmdsPerNodePass       float64 // per node per pass that ran: a starved operator runs fewer passes than resyncs
-	probePerNodeMin       float64 // commands per node per minute with the operator stopped
 	memAvailGiB           float64
 	load                  string
 	logLinesPerMin        float64
@@ -326,11 +327,9 @@ func (r benchRow) line() string {
 
 var writeMethods = []string{"POST", "PUT", "PATCH", "DELETE"}
 
-// measure lets the fleet settle for two resync periods, samples over the
-// idle window, then stops the operator (SIGSTOP) for baseline to measure
-// the commands the nodes get without it (the readiness probe's INFO and
-// AUTH), and resumes it.
-func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline time.Duration) benchRow {
+// measure lets the fleet settle for two resync periods, then samples over
+// the idle window.
+func (f *fleet) measure(b *testing.B, resync, window time.Duration) benchRow {
 	b.Helper()
 	time.Sleep(2 * resync)
 	f.op.check(b)
@@ -353,10 +352,6 @@ func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline t
 	if err != nil {
 		b.Fatal(err)
 	}
-	r0, err := rn.snapshot(nodes)
-	if err != nil {
-		b.Fatal(err)
-	}
 	windowStart := time.Now()
 	time.Sleep(window)
 	m1, err := scrape(f.op.metricsURL)
@@ -371,43 +366,24 @@ func (f *fleet) measure(b *testing.B, rn *redisNodes, resync, window, baseline t
 	if err != nil {
 		b.Fatal(err)
 	}
-	r1, err := rn.snapshot(nodes)
-	if err != nil {
-		b.Fatal(err)
-	}
 	logLines := countLines(f.op.logPath, logBefore)
 	changes, events := describeChanges(b, objBefore, snapshotObjects(b), windowStart)
 	readyEnd, _ := readyClusters(b)
 
-	// Baseline: the same nodes without the operator.
-	if err := f.op.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		b.Fatalf("stopping the operator: %v", err)
+	row := f.row(m0, m1, p0, p1, resync, ctrl, len(nodes), logLines, changes, events)
+	if row.cmdsByName["cluster|nodes"] == 0 {
+		b.Fatalf("the operator counted no CLUSTER NODES in the idle window (redis_operator_redis_commands_total: %v)", row.cmdsByName)
 	}
-	s0, err0 := rn.snapshot(nodes)
-	time.Sleep(baseline)
-	s1, err1 := rn.snapshot(nodes)
-	if err := f.op.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		b.Fatalf("resuming the operator: %v", err)
-	}
-	if err0 != nil || err1 != nil {
-		b.Fatalf("commandstats with the operator stopped: %v %v", err0, err1)
-	}
-	calls, counted := callsDelta(s0, s1)
-	base := commandCalls{} // per node per second without the operator
-	for cmd, n := range calls {
-		base[cmd] = n / float64(max(counted, 1)) / baseline.Seconds()
-	}
-	row := f.row(m0, m1, p0, p1, r0, r1, base, resync, ctrl, len(nodes), logLines, changes, events)
 	row.readyStart, row.readyEnd = len(readyStart), len(readyEnd)
 	row.machine = machineCPU(mach0, mach1, runtime.NumCPU())
 	return row
 }
 
 // row computes the table line from the samples at both ends of the
-// window (m metrics, p /proc, r commandstats) and base, the calls per node
-// per second the nodes got with the operator stopped; commands are divided by the
-// resyncs in the window (resyncsIn).
-func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]commandCalls, base commandCalls, resync time.Duration,
+// window (m the operator's metrics, p /proc). Redis commands are the
+// operator's own count, redis_operator_redis_commands_total by command,
+// divided by the nodes and by the resyncs in the window (resyncsIn).
+func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, resync time.Duration,
 	ctrl map[string]string, nodes, logLines int, changes, events string) benchRow {
 	elapsed := p1.at.Sub(p0.at)
 	row := benchRow{
@@ -436,21 +412,18 @@ func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, r0, r1 map[string]co
 	}
 	row.writesPerMin = writes / elapsed.Minutes()
 
-	total, counted := callsDelta(r0, r1)
 	row.cmdsByName = commandCalls{}
 	resyncsPerCluster := resyncsIn(elapsed, resync, row.passes/float64(row.clusters))
-	for cmd, n := range total {
-		probe := base[cmd] * elapsed.Seconds() * float64(counted)
-		if op := n - probe; math.Abs(op) >= 0.5 && counted > 0 && resyncsPerCluster > 0 {
-			row.cmdsByName[cmd] = op / float64(counted) / resyncsPerCluster
+	for _, smp := range m1 {
+		if smp.name != "redis_operator_redis_commands_total" || nodes == 0 || resyncsPerCluster <= 0 {
+			continue
+		}
+		cmd := smp.labels["command"]
+		if n := smp.value - metricSum(m0, smp.name, map[string]string{"command": cmd}); n > 0 {
+			row.cmdsByName[cmd] = n / float64(nodes) / resyncsPerCluster
 			row.cmdsPerNode += row.cmdsByName[cmd]
 		}
 	}
-	var probeCalls float64
-	for _, n := range base {
-		probeCalls += n
-	}
-	row.probePerNodeMin = probeCalls * 60
 	if passesPerCluster := row.passes / float64(row.clusters); passesPerCluster > 0 {
 		row.cmdsPerNodePass = row.cmdsPerNode * resyncsPerCluster / passesPerCluster
 	}
