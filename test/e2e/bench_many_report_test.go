@@ -338,8 +338,8 @@ func printManyTable(rows []benchRow, notMeasured []string, scale scaleResult, re
 	}
 	fmt.Printf("%-9s %-7s %-6s %-9s %-12s %-9s %-9s %-7s %-11s %-13s\n", "target", "all", "", "<128@100", "<5@100", "", "", "", "0", "<=2")
 	for _, r := range rows {
-		fmt.Printf("bench: %d clusters: %s; %.1f passes per cluster per minute; %.2f Redis commands per node per pass; API writes by method %v; operator's Redis commands per node per resync %s (its redis_operator_redis_commands_total)\n",
-			r.clusters, verdicts(r), r.passes/float64(r.clusters)/window.Minutes(), r.cmdsPerNodePass, r.writesByMethod, fmtCalls(r.cmdsByName))
+		fmt.Printf("bench: %d clusters: %s; %.1f passes per cluster per minute; %.3f Redis commands per node per pass (%.3f per resync); API writes by method %v; operator's Redis commands per node per resync %s (its redis_operator_redis_commands_total)\n",
+			r.clusters, verdicts(r), r.passes/float64(r.clusters)/window.Minutes(), r.cmdsPerNodePass, r.cmdsPerNode, r.writesByMethod, fmtCalls(r.cmdsByName))
 		fmt.Printf("bench: %d clusters: RSS %.0f MiB, of which anonymous (heap, stacks) %.0f MiB and the rest the mapped binary; a pass waited for a worker p50 %s p99 %s; machine CPU in the window: %s\n",
 			r.clusters, r.rssMiB, r.anonMiB, fmtSeconds(r.wait50), fmtSeconds(r.wait99), r.machine)
 		if r.changes != "" {
@@ -398,7 +398,7 @@ func fmtCalls(c commandCalls) string {
 	sort.Slice(l, func(i, j int) bool { return l[i].v > l[j].v || l[i].v == l[j].v && l[i].k < l[j].k })
 	var parts []string
 	for _, e := range l {
-		parts = append(parts, fmt.Sprintf("%s %.2f", e.k, e.v))
+		parts = append(parts, fmt.Sprintf("%s %.3f", e.k, e.v))
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
