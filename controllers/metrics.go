@@ -56,7 +56,7 @@ func registerMetrics() *clusterMetrics {
 			tlsNotAfter: gauge("redis_cluster_tls_certificate_expiry_timestamp_seconds",
 				"When the nodes' TLS certificate expires (status.tls.notAfter), in seconds since the Unix epoch; no series without spec.tls."),
 			redisCommands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redis_operator_redis_commands_total",
-				Help: "Commands the operator sent to Redis nodes, by name as INFO commandstats spells it (cluster|nodes), connection set-up (hello, auth) included."},
+				Help: "Commands the operator sent, or tried to send, to Redis nodes, by name as INFO commandstats spells it (cluster|nodes), connection set-up (hello, auth) included."},
 				[]string{"command"}),
 		}
 		metrics.Registry.MustRegister(theMetrics.redisCommands, theMetrics.stateOK, theMetrics.slotsAssigned, theMetrics.knownNodes,

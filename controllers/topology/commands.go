@@ -8,8 +8,9 @@ import (
 )
 
 // commandHook is the go-redis hook behind Options.OnCommand: it reports every command a
-// client sends, alone or in a pipeline (go-redis authenticates a new connection with HELLO 2
-// AUTH, or AUTH, in a pipeline through the client's hooks), before sending it.
+// client is about to send, alone or in a pipeline, including the HELLO 2 AUTH (or AUTH) with
+// which go-redis sets up a new connection through the client's hooks. A command whose
+// connection cannot be dialled is reported too: it counts what the engine asked of a node.
 type commandHook func(name string)
 
 func (h commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -30,9 +31,11 @@ func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// containerCommands are the commands INFO commandstats counts per subcommand
-// ("cmdstat_cluster|nodes"), among those the engine sends.
-var containerCommands = map[string]bool{"cluster": true, "config": true, "client": true, "acl": true}
+// containerCommands are Redis 7's commands with subcommands, which INFO commandstats counts
+// per subcommand ("cmdstat_cluster|nodes", "cmdstat_memory|usage"; COMMAND DOCS lists them).
+var containerCommands = map[string]bool{"acl": true, "client": true, "cluster": true, "command": true, "config": true,
+	"function": true, "latency": true, "memory": true, "module": true, "object": true, "pubsub": true, "script": true,
+	"slowlog": true, "xgroup": true, "xinfo": true}
 
 // commandName is cmd's name as INFO commandstats spells it: lower case, and for a container
 // command "name|subcommand".

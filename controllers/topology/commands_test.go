@@ -75,3 +75,23 @@ func TestOnCommandCountsWhatNodesReceive(t *testing.T) {
 		t.Errorf("OnCommand counted %v: want the connections' HELLO and CLUSTER NODES among them", counted)
 	}
 }
+
+// TestCommandName: the names OnCommand reports are INFO commandstats' (command page INFO:
+// "cmdstat_XXX" per command, container commands per subcommand).
+func TestCommandName(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cmd  redis.Cmder
+		want string
+	}{
+		{redis.NewStringCmd(ctx, "CLUSTER", "NODES"), "cluster|nodes"},
+		{redis.NewIntCmd(ctx, "MEMORY", "USAGE", "key", "SAMPLES", "0"), "memory|usage"},
+		{redis.NewStringCmd(ctx, "INFO", "replication"), "info"},
+		{redis.NewStatusCmd(ctx, "migrate", "10.0.0.1", "6379", "", "0", "5000", "KEYS", "a"), "migrate"},
+		{redis.NewSliceCmd(ctx, "config", "get", "maxmemory"), "config|get"},
+	} {
+		if got := commandName(tc.cmd); got != tc.want {
+			t.Errorf("commandName(%v) = %q, want %q", tc.cmd.Args(), got, tc.want)
+		}
+	}
+}

@@ -35,11 +35,13 @@ func (p *planner) members() []*NodeView {
 // anchor (the first member owning slots) meets the others; members that know a peer at an
 // old address meet it directly, because gossip only corrects addresses of failing nodes.
 //
-// A node new to a formed cluster (one the anchor has no record of) is also met by every other
-// slot owner already joined with the anchor: resharding waits until every master sees every
-// other (readyToMove), and gossip alone spreads a new node at about one ping per node and
-// second, slower still on a busy host. At bootstrap no owner has joined the anchor yet, so
-// the anchor alone meets the others (n-1 meets, not n²).
+// A new shard's master (a node the anchor has no record of that chooseMasters made its
+// shard's master) is also met by every other slot owner already joined with the anchor:
+// resharding waits until every master sees every other (readyToMove), and gossip alone
+// spreads a new node at about one ping per node and second, slower still on a busy host.
+// Replicas are left to gossip, which nothing waits for, so adding k shards to a cluster of m
+// masters costs k·(m-1) extra meets. At bootstrap no owner has joined the anchor yet, so the
+// anchor alone meets the others (n-1 meets, not n²).
 func (p *planner) meetSteps() []Step {
 	members := p.members()
 	if len(members) < 2 {
@@ -72,13 +74,13 @@ func (p *planner) meetSteps() []Step {
 		}
 		steps = append(steps, Step{Kind: StepMeet, Node: anchor.Endpoint.Name, Target: m.Endpoint.Name,
 			Reason: fmt.Sprintf("%s does not know %s at %s", anchor.Endpoint.Name, m.Endpoint.Name, m.Endpoint.Addr)})
-		if !isNew {
+		if sh := p.shardOf[m.Endpoint.Name]; !isNew || sh == nil || sh.leaving || sh.master != m {
 			continue
 		}
 		for _, o := range joined {
 			if o != m && o.Lookup(m.ID) == nil && !handshaking(o, m.Endpoint.Addr) {
 				steps = append(steps, Step{Kind: StepMeet, Node: o.Endpoint.Name, Target: m.Endpoint.Name,
-					Reason: fmt.Sprintf("%s is new to the cluster; %s meets it too, not waiting for gossip", m.Endpoint.Name, o.Endpoint.Name)})
+					Reason: fmt.Sprintf("%s is the new master of shard %s; %s meets it too, not waiting for gossip", m.Endpoint.Name, p.shardOf[m.Endpoint.Name].spec.Name, o.Endpoint.Name)})
 			}
 		}
 	}

@@ -303,9 +303,10 @@ type Options struct {
 	// Logger receives the engine's log lines (keys lowerCamel); the zero value discards them.
 	Logger logr.Logger
 	// OnCommand, when set, is called once for every command the engine sends to a node,
-	// each of a pipeline and a new connection's HELLO (or AUTH) included, with its name as INFO
-	// commandstats spells it: lower case, a container command with its subcommand
-	// ("cluster|nodes", "config|set"). It must be cheap and safe for concurrent use. With a
-	// Pool, a pooled connection keeps the OnCommand of the call that dialled it.
+	// each of a pipeline, a new connection's HELLO (or AUTH) and one whose dial fails
+	// included, with its name as INFO commandstats spells it: lower case, a container
+	// command with its subcommand ("cluster|nodes", "memory|usage"). It must be cheap and
+	// safe for concurrent use. With a Pool, a pooled client keeps the OnCommand of the call
+	// that created it.
 	OnCommand func(name string)
 }

@@ -382,7 +382,10 @@ func (f *fleet) measure(b *testing.B, resync, window time.Duration) benchRow {
 // row computes the table line from the samples at both ends of the
 // window (m the operator's metrics, p /proc). Redis commands are the
 // operator's own count, redis_operator_redis_commands_total by command,
-// divided by the nodes and by the resyncs in the window (resyncsIn).
+// divided by the nodes and by the resyncs in the window (resyncsIn). The
+// counter covers every cluster the operator reconciles and nodes counts
+// the benchmark's only, so another RedisCluster left on the plane would
+// inflate the figure (make bench-many runs it alone on a plane of its own).
 func (f *fleet) row(m0, m1 []promSample, p0, p1 procSample, resync time.Duration,
 	ctrl map[string]string, nodes, logLines int, changes, events string) benchRow {
 	elapsed := p1.at.Sub(p0.at)
