@@ -287,8 +287,7 @@ func (a *assessment) shardByRecordAddr(id string) *shardState {
 // zone, keep each shard's endpoint order. So a new cluster's masters start spread, and no
 // planned failover has to move them before a zone or node may be lost safely.
 func (a *assessment) chooseMasters() {
-	var chosen []Endpoint // the masters of shards that own slots
-	placed, dims, inUse := spreadDomains(a.desired)
+	var owning []string // the endpoints of the masters of shards that own slots
 	for _, sh := range a.leaving {
 		if len(sh.owners) > 0 {
 			sh.masterID = sh.owners[0]
@@ -303,7 +302,7 @@ func (a *assessment) chooseMasters() {
 			sh.masterID = sh.owners[0]
 			sh.master = a.byID[sh.masterID]
 			if sh.master != nil {
-				chosen = append(chosen, placed[sh.master.Endpoint.Name])
+				owning = append(owning, sh.master.Endpoint.Name)
 			}
 			continue
 		}
@@ -317,6 +316,14 @@ func (a *assessment) chooseMasters() {
 			empty, options = append(empty, sh), append(options, cands)
 			combinations = min(combinations*len(cands), maxSpreadCombinations+1)
 		}
+	}
+	if len(empty) == 0 { // a settled cluster: no spread to weigh on every pass
+		return
+	}
+	placed, dims, inUse := spreadDomains(a.desired)
+	chosen := make([]Endpoint, 0, len(owning)+len(empty))
+	for _, name := range owning {
+		chosen = append(chosen, placed[name])
 	}
 	pick := make([]int, len(empty)) // index into options[i] of each empty shard's choice
 	if len(dims) > 0 && combinations <= maxSpreadCombinations {

@@ -74,13 +74,14 @@ func (p *planner) meetSteps() []Step {
 		}
 		steps = append(steps, Step{Kind: StepMeet, Node: anchor.Endpoint.Name, Target: m.Endpoint.Name,
 			Reason: fmt.Sprintf("%s does not know %s at %s", anchor.Endpoint.Name, m.Endpoint.Name, m.Endpoint.Addr)})
-		if sh := p.shardOf[m.Endpoint.Name]; !isNew || sh == nil || sh.leaving || sh.master != m {
+		sh := p.shardOf[m.Endpoint.Name]
+		if !isNew || sh == nil || sh.leaving || sh.master != m {
 			continue
 		}
 		for _, o := range joined {
 			if o != m && o.Lookup(m.ID) == nil && !handshaking(o, m.Endpoint.Addr) {
 				steps = append(steps, Step{Kind: StepMeet, Node: o.Endpoint.Name, Target: m.Endpoint.Name,
-					Reason: fmt.Sprintf("%s is the new master of shard %s; %s meets it too, not waiting for gossip", m.Endpoint.Name, p.shardOf[m.Endpoint.Name].spec.Name, o.Endpoint.Name)})
+					Reason: fmt.Sprintf("%s is the new master of shard %s; %s meets it too, not waiting for gossip", m.Endpoint.Name, sh.spec.Name, o.Endpoint.Name)})
 			}
 		}
 	}
