@@ -96,12 +96,25 @@ const handoverRefused = "3"
 // the masters cannot come back is CLUSTER FAILOVER TAKEOVER on the
 // replica (docs/troubleshooting.md).
 //
+// When no candidate qualifies but one did not answer (INFO or CLUSTER
+// NODES within rcli's 3 s) or is syncing, it asks all of them again every
+// second for up to twice the node timeout (at least 2 s, at most
+// handoverMaxWaitMs), counted from its start, and says so once: a replica
+// starved on a loaded node answers late, and starting on the saved
+// nodes.conf then would make it full-sync this node's empty dataset. The
+// wait also gives the cluster a node timeout to flag this node failed and
+// elect a live replica by itself; that replica then has the higher
+// configEpoch, and this node turns into its replica on the first gossip.
+//
 // Nothing is handed over when this node was a replica (a graceful restart
 // after the preStop failover, or a replica restarting), owned no slots, or
-// no replica qualifies (none listed, none reachable, all syncing or
-// empty): the data this node lost exists nowhere else; nor when a replica
-// already reports role master (Redis failed over by itself). Each case is
-// printed on stderr and redis-server starts as before.
+// no replica qualifies after that wait (none listed, none reachable, all
+// syncing or empty): the data this node lost exists nowhere else; nor when
+// a replica already reports role master (Redis failed over by itself). Each
+// case is printed on stderr, with every candidate skipped and why (nodes
+// listed as masters without slots that turned out to be masters or
+// replicas of another node are named only then), and redis-server starts
+// as before.
 const handoverScript = `handover() {
   nodes=` + DataDir + `/nodes.conf
   [ -s "$nodes" ] || return 0
@@ -116,27 +129,40 @@ const handoverScript = `handover() {
   t=${t:-15000}
   w=${HANDOVER_WAIT_MS:-` + handoverMaxWaitMs + `}
   retry=$((t * 2)); [ "$retry" -ge 2000 ] || retry=2000
-  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; t0=$(date +%s)
+  patience=$(((t * 2 + 999) / 1000)); [ "$patience" -ge 2 ] || patience=2; [ "$patience" -le $((w / 1000)) ] || patience=$((w / 1000))
+  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; said=""; t0=$(date +%s)
   masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
   while [ "$i" -lt "$n" ]; do
     if [ "$i" -ge "$pick" ]; then
-      prev=$best; best=""; bestoff=0; followers=""
+      prev=$best; best=""; bestoff=0; followers=""; unsure=""; others=""
       for c in $cands; do
         addr=${c%,*}; listed=${c##*,}
         set -- $(rcli "${addr%:*}" "${addr##*:}" INFO replication | awk '` + infoAwk + `{ f[k] = v }
           END { if (f["role"] != "") print f["role"], f["master_sync_in_progress"] + 0, f["master_repl_offset"] + 0 }')
-        if [ -z "$1" ]; then [ "$listed" = 0 ] || echo "start: replica $addr of $me does not answer" >&2; continue; fi
+        if [ -z "$1" ]; then
+          unsure="$unsure $addr (no answer)"
+          [ "$listed" = 0 ] || echo "start: replica $addr of $me does not answer" >&2; continue
+        fi
         if [ "$1" = master ]; then
-          [ "$listed" = 0 ] && continue
+          if [ "$listed" = 0 ]; then others="$others $addr (a master)"; continue; fi
           echo "start: $addr, a replica of $me, is a master already: Redis failed over" >&2; return 0
         fi
         m=$(rcli "${addr%:*}" "${addr##*:}" CLUSTER NODES | awk '$3 ~ /myself/ { print $4 }')
-        if [ "$m" != "$me" ]; then [ "$listed" = 0 ] || echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
+        if [ -z "$m" ]; then unsure="$unsure $addr (no CLUSTER NODES)"; fi
+        if [ "$m" != "$me" ] && [ "$listed" = 0 ]; then [ -z "$m" ] || others="$others $addr (replicates $m)"; continue; fi
+        if [ "$m" != "$me" ]; then echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
         followers="$followers $addr"
-        if [ "$2" != 0 ] || [ "$3" -le 0 ]; then echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue; fi
+        if [ "$2" != 0 ] || [ "$3" -le 0 ]; then
+          unsure="$unsure $addr (syncing)"
+          echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue
+        fi
         if [ -z "$best" ] || [ "$3" -gt "$bestoff" ]; then best=$addr; bestoff=$3; fi
       done
-      if [ -z "$best" ]; then echo "start: no replica of $me can take over its slots; starting on the saved nodes.conf" >&2; return 0; fi
+      if [ -z "$best" ] && [ -n "$unsure" ] && [ "$(($(date +%s) - t0))" -lt "$patience" ]; then
+        [ -n "$said" ] || echo "start: no replica of $me qualifies yet:$unsure; asking again for up to $patience s" >&2
+        said=1; sleep 1; i=$((($(date +%s) - t0) * 2)); continue
+      fi
+      if [ -z "$best" ]; then echo "start: no replica of $me can take over its slots${unsure:+ (unanswered or syncing:$unsure)}${others:+ (listed as masters without slots:$others)}; starting on the saved nodes.conf" >&2; return 0; fi
       if [ -z "$prev" ]; then
         echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
       fi
