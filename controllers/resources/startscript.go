@@ -96,26 +96,33 @@ const handoverRefused = "3"
 // the masters cannot come back is CLUSTER FAILOVER TAKEOVER on the
 // replica (docs/troubleshooting.md).
 //
-// When no candidate qualifies but one did not answer (INFO or CLUSTER
-// NODES within rcli's 3 s) or is syncing, it asks all of them again every
-// second for up to twice the node timeout (at least 2 s, at most
-// handoverMaxWaitMs), counted from its start, and says so once: a replica
-// starved on a loaded node answers late, and starting on the saved
-// nodes.conf then would make it full-sync this node's empty dataset. The
-// wait also gives the cluster a node timeout to flag this node failed and
-// elect a live replica by itself; that replica then has the higher
-// configEpoch, and this node turns into its replica on the first gossip.
+// When no candidate qualifies but one did not answer (INFO, or CLUSTER
+// NODES, within rcli's 3 s), it asks all of them again every second for
+// up to twice the node timeout (at least 2 s, at most handoverMaxWaitMs),
+// counted from its start, and says so once (each candidate's own line is
+// printed in the first round only): a replica starved on a loaded node
+// answers late, and starting on the saved nodes.conf then would make it
+// full-sync this node's empty dataset. The wait also gives the cluster a
+// node timeout to flag this node failed and elect a live replica by
+// itself; that replica then has the higher configEpoch, and this node
+// turns into its replica on the first gossip. A replica in a full sync is
+// not waited for: its source is this node, which is down. The price: a
+// node listed as a master without slots (it may be this node's replica,
+// which it had not heard of yet) that is gone for good delays this start
+// by that wait, though no replica holds the data then.
 //
 // Nothing is handed over when this node was a replica (a graceful restart
 // after the preStop failover, or a replica restarting), owned no slots, or
 // no replica qualifies after that wait (none listed, none reachable, all
 // syncing or empty): the data this node lost exists nowhere else; nor when
 // a replica already reports role master (Redis failed over by itself). Each
-// case is printed on stderr, with every candidate skipped and why (nodes
-// listed as masters without slots that turned out to be masters or
-// replicas of another node are named only then), and redis-server starts
-// as before.
-const handoverScript = `handover() {
+// case is printed on stderr, ending with one line that names every
+// candidate skipped and why (unanswered, a master, a replica of another
+// node, in a full sync or no data), and redis-server starts as before.
+const handoverScript = `nobody() {
+  echo "start: no replica of $me can take over its slots${unsure:+ (unanswered:$unsure)}${others:+ (skipped:$others)}; starting on the saved nodes.conf" >&2
+}
+handover() {
   nodes=` + DataDir + `/nodes.conf
   [ -s "$nodes" ] || return 0
   set -- $(awk '$3 ~ /(^|,)myself(,|$)/ {
@@ -130,18 +137,18 @@ const handoverScript = `handover() {
   w=${HANDOVER_WAIT_MS:-` + handoverMaxWaitMs + `}
   retry=$((t * 2)); [ "$retry" -ge 2000 ] || retry=2000
   patience=$(((t * 2 + 999) / 1000)); [ "$patience" -ge 2 ] || patience=2; [ "$patience" -le $((w / 1000)) ] || patience=$((w / 1000))
-  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; said=""; t0=$(date +%s)
+  i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; said=""; handed=""; unsure=""; others=""; t0=$(date +%s)
   masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
   while [ "$i" -lt "$n" ]; do
     if [ "$i" -ge "$pick" ]; then
-      prev=$best; best=""; bestoff=0; followers=""; unsure=""; others=""
+      best=""; bestoff=0; followers=""; unsure=""; others=""
       for c in $cands; do
         addr=${c%,*}; listed=${c##*,}
         set -- $(rcli "${addr%:*}" "${addr##*:}" INFO replication | awk '` + infoAwk + `{ f[k] = v }
           END { if (f["role"] != "") print f["role"], f["master_sync_in_progress"] + 0, f["master_repl_offset"] + 0 }')
         if [ -z "$1" ]; then
           unsure="$unsure $addr (no answer)"
-          [ "$listed" = 0 ] || echo "start: replica $addr of $me does not answer" >&2; continue
+          [ "$listed" = 0 ] || [ -n "$said" ] || echo "start: replica $addr of $me does not answer" >&2; continue
         fi
         if [ "$1" = master ]; then
           if [ "$listed" = 0 ]; then others="$others $addr (a master)"; continue; fi
@@ -150,11 +157,14 @@ const handoverScript = `handover() {
         m=$(rcli "${addr%:*}" "${addr##*:}" CLUSTER NODES | awk '$3 ~ /myself/ { print $4 }')
         if [ -z "$m" ]; then unsure="$unsure $addr (no CLUSTER NODES)"; fi
         if [ "$m" != "$me" ] && [ "$listed" = 0 ]; then [ -z "$m" ] || others="$others $addr (replicates $m)"; continue; fi
-        if [ "$m" != "$me" ]; then echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue; fi
+        if [ "$m" != "$me" ]; then
+          [ -z "$m" ] || others="$others $addr (replicates $m)"
+          [ -n "$said" ] || echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue
+        fi
         followers="$followers $addr"
         if [ "$2" != 0 ] || [ "$3" -le 0 ]; then
-          unsure="$unsure $addr (syncing)"
-          echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue
+          others="$others $addr (in a full sync or no data)"
+          [ -n "$said" ] || echo "start: replica $addr is in a full sync or has no data (offset $3)" >&2; continue
         fi
         if [ -z "$best" ] || [ "$3" -gt "$bestoff" ]; then best=$addr; bestoff=$3; fi
       done
@@ -162,9 +172,9 @@ const handoverScript = `handover() {
         [ -n "$said" ] || echo "start: no replica of $me qualifies yet:$unsure; asking again for up to $patience s" >&2
         said=1; sleep 1; i=$((($(date +%s) - t0) * 2)); continue
       fi
-      if [ -z "$best" ]; then echo "start: no replica of $me can take over its slots${unsure:+ (unanswered or syncing:$unsure)}${others:+ (listed as masters without slots:$others)}; starting on the saved nodes.conf" >&2; return 0; fi
-      if [ -z "$prev" ]; then
-        echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
+      if [ -z "$best" ]; then nobody; return 0; fi
+      if [ -z "$handed" ]; then
+        handed=1; echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
       fi
       j=0; jend=$(($(date +%s) + (t + 999) / 1000))
       while [ "$(date +%s)" -lt "$jend" ]; do
@@ -192,6 +202,7 @@ const handoverScript = `handover() {
     done
     i=$((($(date +%s) - t0) * 2))
   done
+  if [ -z "$best" ]; then nobody; return 0; fi
   echo "start: no replica of $me was elected within $w ms (a majority of the masters must vote), and $best holds the shard's data: ` + HandoverRefusedMarker + `, which would make it full-sync an empty dataset; the container exits and the handover runs again at its restart" >&2
   return ` + handoverRefused + `
 }
