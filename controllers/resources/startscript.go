@@ -34,11 +34,12 @@ const HandoverRefusedMarker = "not starting redis-server"
 // data.
 const handoverRefused = "3"
 
-// handoverScript defines handover, which keeps a master that restarted
-// without its data (persistence off; or AOF with appendfsync everysec,
-// which loses up to a second, and a new replication ID on a Redis 7.0
-// master that restarts, so its replica would full-sync from it) from
-// serving or keeping its slots with a partial dataset, and its replica
+// handoverScript defines handover (and handover_none, its give-up line),
+// which keeps a master that restarted without its data (persistence off;
+// or AOF with appendfsync everysec, which loses up to a second, and a new
+// replication ID on a Redis 7.0 master that restarts, so its replica would
+// full-sync from it) from serving or keeping its slots with a partial
+// dataset, and its replica
 // from resyncing from it. It runs before redis-server, so the replica
 // cannot reach this node meanwhile.
 //
@@ -119,7 +120,7 @@ const handoverRefused = "3"
 // case is printed on stderr, ending with one line that names every
 // candidate skipped and why (unanswered, a master, a replica of another
 // node, in a full sync or no data), and redis-server starts as before.
-const handoverScript = `nobody() {
+const handoverScript = `handover_none() {
   echo "start: no replica of $me can take over its slots${unsure:+ (unanswered:$unsure)}${others:+ (skipped:$others)}; starting on the saved nodes.conf" >&2
 }
 handover() {
@@ -172,7 +173,7 @@ handover() {
         [ -n "$said" ] || echo "start: no replica of $me qualifies yet:$unsure; asking again for up to $patience s" >&2
         said=1; sleep 1; i=$((($(date +%s) - t0) * 2)); continue
       fi
-      if [ -z "$best" ]; then nobody; return 0; fi
+      if [ -z "$best" ]; then handover_none; return 0; fi
       if [ -z "$handed" ]; then
         handed=1; echo "start: $me restarted as a master of slots; handing them to its replica $best (offset $bestoff) with CLUSTER FAILOVER FORCE" >&2
       fi
@@ -202,7 +203,7 @@ handover() {
     done
     i=$((($(date +%s) - t0) * 2))
   done
-  if [ -z "$best" ]; then nobody; return 0; fi
+  if [ -z "$best" ]; then handover_none; return 0; fi
   echo "start: no replica of $me was elected within $w ms (a majority of the masters must vote), and $best holds the shard's data: ` + HandoverRefusedMarker + `, which would make it full-sync an empty dataset; the container exits and the handover runs again at its restart" >&2
   return ` + handoverRefused + `
 }
