@@ -39,9 +39,8 @@ const handoverRefused = "3"
 // or AOF with appendfsync everysec, which loses up to a second, and a new
 // replication ID on a Redis 7.0 master that restarts, so its replica would
 // full-sync from it) from serving or keeping its slots with a partial
-// dataset, and its replica
-// from resyncing from it. It runs before redis-server, so the replica
-// cannot reach this node meanwhile.
+// dataset, and its replica from resyncing from it. It runs before
+// redis-server, so the replica cannot reach this node meanwhile.
 //
 // When DataDir/nodes.conf exists and its myself line is a master that owns
 // slots, handover asks each replica listed there (lines whose master field
