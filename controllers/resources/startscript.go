@@ -156,10 +156,9 @@ handover() {
         fi
         m=$(rcli "${addr%:*}" "${addr##*:}" CLUSTER NODES | awk '$3 ~ /myself/ { print $4 }')
         if [ -z "$m" ]; then unsure="$unsure $addr (no CLUSTER NODES)"; fi
-        if [ "$m" != "$me" ] && [ "$listed" = 0 ]; then [ -z "$m" ] || others="$others $addr (replicates $m)"; continue; fi
         if [ "$m" != "$me" ]; then
           [ -z "$m" ] || others="$others $addr (replicates $m)"
-          [ -n "$said" ] || echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue
+          [ "$listed" = 0 ] || [ -n "$said" ] || echo "start: $addr replicates ${m:-nothing}, not $me" >&2; continue
         fi
         followers="$followers $addr"
         if [ "$2" != 0 ] || [ "$3" -le 0 ]; then
