@@ -140,9 +140,10 @@ func (s *scope) desired() topology.Desired {
 			d.Leaving = append(d.Leaving, spec)
 		}
 	}
-	if s.movingMasters() || s.settleLeft() > 0 {
-		withoutPlacement(d.Shards)
-	}
+	// The pods' placement always reaches the engine, which chooses the
+	// masters of new shards by it (a new cluster's masters start spread);
+	// only its planned failovers that spread masters wait.
+	d.HoldSpread = s.movingMasters() || s.settleLeft() > 0
 	return d
 }
 
@@ -170,9 +171,8 @@ func (s *scope) settleLeft() time.Duration {
 // movingMasters reports whether a rolling update (stale pods) or a replica
 // scale-down (a shard running more pods than spec) is under way: both move
 // masters off the pods they replace or remove, and the engine's spreading
-// of masters (it needs every endpoint's node) could move one back each
-// pass, so the pods' placement is withheld from the engine until they are
-// done.
+// of masters could move one back each pass, so it is held
+// (Desired.HoldSpread) until they are done.
 func (s *scope) movingMasters() bool {
 	if len(s.obs.StalePods) > 0 {
 		return true
@@ -183,15 +183,6 @@ func (s *scope) movingMasters() bool {
 		}
 	}
 	return false
-}
-
-// withoutPlacement clears the node and zone of every endpoint of shards.
-func withoutPlacement(shards []topology.ShardSpec) {
-	for i := range shards {
-		for j := range shards[i].Nodes {
-			shards[i].Nodes[j].Node, shards[i].Nodes[j].Zone = "", ""
-		}
-	}
 }
 
 func (s *scope) normal(reason, format string, a ...any) {

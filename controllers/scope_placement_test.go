@@ -10,11 +10,14 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
-// The engine gets each pod's node and zone (to spread masters) once the
-// cluster has been Ready for spreadSettle, except while a rolling update
-// or a replica scale-down moves masters off pods: otherwise no endpoint
-// carries a node, and the engine does not spread.
-func TestDesiredWithholdsPlacementWhileMastersMove(t *testing.T) {
+// The engine always gets each pod's node and zone, by which it chooses the
+// masters of new shards (a new cluster's masters start spread); its
+// planned failovers that spread masters are held (Desired.HoldSpread)
+// until the cluster has been Ready for spreadSettle, and while a rolling
+// update or a replica scale-down moves masters off pods. Before, the
+// placement itself was withheld until then, so a new cluster's masters
+// were chosen in pod order and could start two in one zone.
+func TestDesiredHoldsSpreadWhileMastersMove(t *testing.T) {
 	shard := func(expected int) *shardPods {
 		return &shardPods{Name: "c-shard-0", Desired: true, Expected: expected, Pods: []podInfo{
 			{Name: "c-shard-0-0", Ordinal: 0, IP: "10.0.0.1", Up: true, Ready: true, Node: "n1", Zone: "za"},
@@ -27,13 +30,13 @@ func TestDesiredWithholdsPlacementWhileMastersMove(t *testing.T) {
 		stale    []string
 		ready    metav1.ConditionStatus
 		since    time.Duration
-		placed   bool
+		hold     bool
 	}{
-		{name: "Ready for 2 min: placement given", expected: 2, ready: metav1.ConditionTrue, since: 2 * time.Minute, placed: true},
-		{name: "Ready for 10 s: withheld", expected: 2, ready: metav1.ConditionTrue, since: 10 * time.Second},
-		{name: "not Ready: withheld", expected: 2, ready: metav1.ConditionFalse, since: 2 * time.Minute},
-		{name: "rolling update: withheld", expected: 2, ready: metav1.ConditionTrue, since: 2 * time.Minute, stale: []string{"c-shard-0-1"}},
-		{name: "replica scale-down: withheld", expected: 3, ready: metav1.ConditionTrue, since: 2 * time.Minute},
+		{name: "Ready for 2 min: spread", expected: 2, ready: metav1.ConditionTrue, since: 2 * time.Minute},
+		{name: "Ready for 10 s: held", expected: 2, ready: metav1.ConditionTrue, since: 10 * time.Second, hold: true},
+		{name: "not Ready (a new cluster): held", expected: 2, ready: metav1.ConditionFalse, since: 2 * time.Minute, hold: true},
+		{name: "rolling update: held", expected: 2, ready: metav1.ConditionTrue, since: 2 * time.Minute, stale: []string{"c-shard-0-1"}, hold: true},
+		{name: "replica scale-down: held", expected: 3, ready: metav1.ConditionTrue, since: 2 * time.Minute, hold: true},
 	}
 	now := time.Now()
 	for _, tc := range cases {
@@ -44,9 +47,14 @@ func TestDesiredWithholdsPlacementWhileMastersMove(t *testing.T) {
 				LastTransitionTime: metav1.NewTime(now.Add(-tc.since))}}
 			s := &scope{rc: rc, original: rc, now: now, shards: []*shardPods{shard(tc.expected)}}
 			s.obs.StalePods = tc.stale
-			for _, ep := range s.desired().Shards[0].Nodes {
-				if placed := ep.Node != "" && ep.Zone != ""; placed != tc.placed {
-					t.Errorf("%s: node %q zone %q, want placement %v", ep.Name, ep.Node, ep.Zone, tc.placed)
+			d := s.desired()
+			if d.HoldSpread != tc.hold {
+				t.Errorf("HoldSpread %v, want %v", d.HoldSpread, tc.hold)
+			}
+			want := map[string][2]string{"c-shard-0-0": {"n1", "za"}, "c-shard-0-1": {"n2", "zb"}}
+			for _, ep := range d.Shards[0].Nodes {
+				if got := [2]string{ep.Node, ep.Zone}; got != want[ep.Name] {
+					t.Errorf("%s: node and zone %q, want %q", ep.Name, got, want[ep.Name])
 				}
 			}
 		})

@@ -111,7 +111,8 @@ func (s Step) String() string {
 //  8. drained Leaving shards are forgotten everywhere (spec: "Removing nodes from a
 //     cluster");
 //  9. once everything else is converged, one master piled up with others on a node or zone
-//     is moved onto its replica elsewhere by a planned CLUSTER FAILOVER (spread.go).
+//     is moved onto its replica elsewhere by a planned CLUSTER FAILOVER (spread.go), unless
+//     Desired.HoldSpread.
 //
 // A Wait step means Redis is converging by itself. The error reports what blocks convergence
 // beyond the returned steps (ErrNotReady, ErrShardLost, ErrConflict, ErrInvalidDesired);

@@ -90,6 +90,7 @@ func TestPlanSpreadsMasters(t *testing.T) {
 			tweak: func(d *Desired) { d.Shards[0].Nodes[1].NoSlots = "it does not serve TLS certificate 2B yet" },
 		},
 		{name: "a node flagged PFAIL holds the move", node: piled, opts: []viewOpt{pfailIn("s2-0", "s2-1")}},
+		{name: "HoldSpread holds the move", node: piled, tweak: func(d *Desired) { d.HoldSpread = true }},
 		{
 			name: "the replica syncing holds the move (and the planner waits)", node: piled, opts: []viewOpt{linkDown("s0-1")},
 			want: []string{"Wait: replica s0-1 is syncing with s0-0"},
@@ -188,11 +189,14 @@ func mapValues(m map[string]int) []int {
 // have left the cluster without a quorum of masters until the spread failover ran. The
 // numbered cases are random placements of each shard's pods in distinct zones, each of which
 // allows one master per zone and node (the test fails if the bootstrap finds a worse choice).
-// "greedy" bootstraps more new shards than chooseMasters tries every combination of.
+// "greedy" bootstraps more new shards than chooseMasters tries every combination of. Every
+// case holds the spread failovers (HoldSpread), as the controller does until a new cluster has
+// been Ready for a minute: the bootstrap's choice alone must spread the masters.
 func TestSimBootstrapSpreadsMasters(t *testing.T) {
 	zones := map[string]string{"n1": "za", "n2": "zb", "n3": "zc", "n4": "za"}
 	run := func(t *testing.T, s *sim, d Desired, node map[string]string) {
 		d = placedOn(d, node, zones)
+		d.HoldSpread = true
 		s.mustConverge(d)
 		perZone, perNode := map[string]int{}, map[string]int{}
 		for _, sh := range d.Shards {
@@ -250,6 +254,7 @@ func TestSimBootstrapSpreadsMasters(t *testing.T) {
 			node[sh.Nodes[0].Name], node[sh.Nodes[1].Name] = []string{"n1", "n4"}[i%2], []string{"n2", "n3"}[i%2]
 		}
 		d = placedOn(d, node, zones)
+		d.HoldSpread = true
 		s.mustConverge(d)
 		perZone := map[string]int{}
 		for _, sh := range d.Shards {

@@ -29,8 +29,10 @@ type Endpoint struct {
 	Down string
 	// Node and Zone say where the pod runs: its Kubernetes node's name and that node's
 	// topology.kubernetes.io/zone label; empty when unknown. Only the spreading of masters
-	// (Plan's last phase) reads them: it runs only when every endpoint's Node is known, and
-	// spreads over zones only when every endpoint's Zone is.
+	// reads them: the choice of a new shard's master among its empty pods (chooseMasters)
+	// and the planned failovers of Plan's last phase (unless Desired.HoldSpread). Both
+	// spread over nodes only when every endpoint's Node is known, and over zones only when
+	// every endpoint's Zone is.
 	Node string
 	Zone string
 	// NotReady: the pod runs but Kubernetes does not count it Ready. The engine contacts it
@@ -71,6 +73,11 @@ type Desired struct {
 	// instead of being assigned as on a new cluster, unless AllowDataLoss is set. A cluster
 	// whose every node came back empty is never re-bootstrapped silently.
 	Formed bool
+	// HoldSpread stops the planned failovers that spread masters over zones and nodes
+	// (spreadSteps), e.g. while a rolling update moves masters itself or a failover has
+	// just happened. The masters of new shards are still chosen spread: that choice costs
+	// no failover.
+	HoldSpread bool
 }
 
 // endpoints lists the endpoints to observe: Shards then Leaving, without the Down ones.

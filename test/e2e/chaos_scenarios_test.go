@@ -272,7 +272,8 @@ func testZoneLost(t *testing.T) {
 // cluster are lost at once (their processes killed, their heartbeats
 // stopped; what names them for the messages). Pass: the default placement
 // put no shard's two pods on one node or in one zone, so no shard loses
-// both; every slot is served again within serveWithin, by replicas
+// both, and the masters start spread (no node or zone above its share);
+// every slot is served again within serveWithin, by replicas
 // elsewhere, which then hold two masters on a node or zone; once the nodes
 // are back the operator moves masters back with planned failovers
 // (Topology events "moving master of ...") until no node and no zone
@@ -312,6 +313,16 @@ func testLost(t *testing.T, name, clusterName string, lose func(*testing.T, *cac
 			t.Errorf("status.shards[%d] places master %s on %q and replicas %v on %v; the pods run on %s and %v",
 				i, sh.MasterPod, sh.MasterNode, sh.ReplicaPods, sh.ReplicaNodes, pods[sh.MasterPod].Spec.NodeName, nodesOf(pods, sh.ReplicaPods))
 		}
+	}
+	// A new cluster's masters start spread (the bootstrap chooses each
+	// shard's master among its pods by the spread measure), with no planned
+	// failover: the loss may come right after Ready.
+	var startNodes []string
+	for _, sh := range rc.Status.Shards {
+		startNodes = append(startNodes, pods[sh.MasterPod].Spec.NodeName)
+	}
+	if over, load := aboveShare(startNodes, slices.Collect(maps.Keys(pods)), pods, zones); over {
+		t.Errorf("the new cluster's masters start above a node's or zone's share (%s); the bootstrap should have spread them", load)
 	}
 	what, lostNodes := lose(t, rc, pods)
 	var mastersThere, heirs []string // the lost nodes' masters, and their replicas
