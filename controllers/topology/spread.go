@@ -51,11 +51,11 @@ func (a spreadScore) less(b spreadScore) bool {
 // every endpoint of the desired shards to know its node (Endpoint.Node; zones count only
 // when every endpoint has one), to be reachable and neither NotReady nor NoSlots, no
 // leaving shard, no node flagged PFAIL or FAIL in any member's table, and the chosen
-// replica's master link up. Hysteresis: a move is planned
-// only when it strictly lowers, zones first, the highest count of masters per domain or
-// else the number of domains holding that count; so a balanced cluster never moves and
-// moves never undo each other. Of the moves that qualify, the one with the lowest outcome
-// is chosen, ties by shard then endpoint order. The step's Reason says what and why.
+// replica's master link up. Hysteresis: a move is planned only when it strictly lowers,
+// zones first, the highest count of masters per domain or else the number of domains
+// holding that count; so a balanced cluster never moves and moves never undo each other.
+// Of the moves that qualify, the one with the lowest outcome is chosen, ties by shard then
+// endpoint order. The step's Reason says what and why.
 func (p *planner) spreadSteps() []Step {
 	if p.desired.HoldSpread || len(p.leaving) > 0 {
 		return nil
