@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"cmp"
+	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,9 +31,10 @@ type podInfo struct {
 	Up bool
 	// State says why a pod that is not Up does not run, as kubectl would
 	// show it: "Terminating", its redis container's waiting reason
-	// ("CrashLoopBackOff", "ContainerCreating", ...), "Pending" (not
-	// scheduled), or "not running". "" when Up, except for a pod whose
-	// start script refused to start redis-server (handoverRefusedState).
+	// ("ContainerCreating", ...; with the cause when the kubelet cannot
+	// run it, see waitingState), "Pending" (not scheduled), or "not
+	// running". "" when Up, except for a pod whose start script refused
+	// to start redis-server (handoverRefusedState).
 	State       string
 	Terminating bool
 	// Node is the Kubernetes node the pod is bound to, "" before it is
@@ -180,13 +183,88 @@ func podState(p *corev1.Pod) string {
 	}
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Name == resources.RedisContainerName && c.State.Waiting != nil && c.State.Waiting.Reason != "" {
-			return c.State.Waiting.Reason
+			return waitingState(c)
 		}
 	}
 	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
 		return string(corev1.PodPending)
 	}
 	return "not running"
+}
+
+// Waiting reasons of a container the kubelet cannot run (as opposed to
+// one still starting, ContainerCreating or PodInitializing): it retries
+// them with a back-off, but no wait mends them. From the kubelet's
+// pkg/kubelet/images (image errors) and pkg/kubelet/container (the rest).
+var (
+	imageReasons   = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true}
+	failingReasons = map[string]bool{"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
+)
+
+// failingState reports whether a podState names a container the kubelet
+// cannot run (see failingReasons), not one still starting.
+func failingState(state string) bool {
+	reason, _, _ := strings.Cut(state, ":")
+	return failingReasons[reason] || strings.HasPrefix(state, imageState)
+}
+
+// imageState begins the State of a redis container whose image the
+// kubelet cannot pull: one text whichever of ErrImagePull and
+// ImagePullBackOff it shows at the moment, so the status does not change
+// with each retry.
+const imageState = "cannot pull image"
+
+// waitingState is the State of a waiting redis container c: its waiting
+// reason, and for a container that cannot run why, in words that stay
+// the same from one retry to the next (no back-off duration, no log
+// timestamp): "CrashLoopBackOff: exit code 1: Bad directive or wrong
+// number of arguments", "cannot pull image registry.invalid/redis:7",
+// "CreateContainerConfigError: secret \"x\" not found".
+func waitingState(c corev1.ContainerStatus) string {
+	w := c.State.Waiting
+	switch {
+	case imageReasons[w.Reason]:
+		return imageState + " " + c.Image
+	case w.Reason == "CrashLoopBackOff":
+		t := c.LastTerminationState.Terminated
+		if t == nil {
+			return w.Reason
+		}
+		why := fmt.Sprintf("exit code %d", t.ExitCode)
+		if t.Reason != "" && t.Reason != "Error" && t.Reason != "Completed" {
+			why += " (" + t.Reason + ")"
+		}
+		if line := lastLogLine(t.Message); line != "" {
+			why += ": " + line
+		}
+		return w.Reason + ": " + why
+	case failingReasons[w.Reason] && w.Message != "":
+		return w.Reason + ": " + clip(firstLine(w.Message), maxStateDetail)
+	}
+	return w.Reason
+}
+
+// redisLogPrefix matches the start of a Redis log line,
+// "pid:role dd Mon yyyy hh:mm:ss.mmm level " (redis.io, "Redis
+// administration": the log format), which differs between runs.
+var redisLogPrefix = regexp.MustCompile(`^\d+:[XCSM] \d{1,2} \w{3} \d{4} [\d:.]+ [.\-*#] `)
+
+// lastLogLine is the last non-empty line of a termination message (the
+// tail of the container's log, TerminationMessageFallbackToLogsOnError),
+// without Redis's log prefix, clipped to maxStateDetail.
+func lastLogLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	line := strings.TrimSpace(lines[len(lines)-1])
+	return clip(redisLogPrefix.ReplaceAllString(line, ""), maxStateDetail)
+}
+
+// maxStateDetail bounds, in bytes, the cause a State quotes from a log or
+// a kubelet message.
+const maxStateDetail = 160
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }
 
 // handoverRefused reports whether p's redis container is not ready and last
@@ -246,9 +324,10 @@ func (s *shardPods) spec() topology.ShardSpec {
 }
 
 // podsSummary counts expected and ready pods over the desired and leaving
-// shards and lists the missing or unready ones. An existing pod that is
-// not ready and older than status.PodStartGrace is overdue; a missing pod is only
-// pending (the StatefulSet controller creates it).
+// shards and lists the missing or unready ones. An existing pod whose
+// redis container the kubelet cannot run (failingState) is failing, one
+// otherwise not ready and older than status.PodStartGrace is overdue; a
+// missing pod is only pending (the StatefulSet controller creates it).
 func podsSummary(shards []*shardPods, now time.Time) status.Pods {
 	var o status.Pods
 	for _, s := range shards {
@@ -268,7 +347,10 @@ func podsSummary(shards []*shardPods, now time.Time) status.Pods {
 			case ok:
 				o.NotReady = append(o.NotReady, p.Name)
 				o.SetState(p.Name, cmp.Or(p.State, "not ready"))
-				if now.Sub(p.Created) > status.PodStartGrace {
+				switch {
+				case failingState(p.State):
+					o.Failing = append(o.Failing, p.Name)
+				case now.Sub(p.Created) > status.PodStartGrace:
 					o.Overdue = append(o.Overdue, p.Name)
 				}
 			default:

@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +83,65 @@ func TestShardSpecMarksPodsThatDoNotRun(t *testing.T) {
 	}
 	if summary.States["c-shard-0-0"] != "not ready" {
 		t.Errorf("a running pod without the Ready condition: state %q", summary.States["c-shard-0-0"])
+	}
+	// The crash-looping pod degrades at once; the others just started
+	// (the pods here were created at the zero time).
+	early := podsSummary(shards, time.Time{})
+	if !slices.Equal(early.Failing, []string{"c-shard-0-2"}) || len(early.Overdue) != 0 {
+		t.Errorf("failing %v, overdue %v; want only c-shard-0-2 failing", early.Failing, early.Overdue)
+	}
+	later := podsSummary(shards, time.Time{}.Add(time.Hour))
+	if !slices.Equal(later.Failing, []string{"c-shard-0-2"}) || !slices.Equal(later.Overdue, []string{"c-shard-0-0", "c-shard-0-1", "c-shard-1-0"}) {
+		t.Errorf("an hour later: failing %v, overdue %v", later.Failing, later.Overdue)
+	}
+}
+
+// A redis container the kubelet cannot run says why, in words that stay
+// the same from one retry to the next, so the status is not rewritten at
+// each: a crash loop quotes the exit code and the last log line without
+// Redis's pid and timestamp; both image-pull reasons give one text; a
+// container still being created is only starting.
+func TestPodStateSaysWhyItCannotRun(t *testing.T) {
+	waiting := func(reason, msg string, last *corev1.ContainerStateTerminated) corev1.Pod {
+		p := redisPod("c-shard-0-1", "10.0.0.2", &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}})
+		p.Status.ContainerStatuses[0].Image = "registry.invalid/redis:7"
+		p.Status.ContainerStatuses[0].LastTerminationState.Terminated = last
+		return p
+	}
+	configError := "\n*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 2\n>>> 'maxmemory-polcy allkeys-lru'\nBad directive or wrong number of arguments\n"
+	logged := "start: joining as a replica\n1:M 05 Dec 2026 00:01:02.345 # Can't open the log file: Permission denied\n"
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want string
+		fail bool
+	}{
+		{"crash loop, config error", waiting("CrashLoopBackOff", "back-off 20s restarting failed container=redis pod=c-shard-0-1",
+			&corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: configError}),
+			"CrashLoopBackOff: exit code 1: Bad directive or wrong number of arguments", true},
+		{"crash loop, a Redis log line", waiting("CrashLoopBackOff", "back-off 40s restarting failed container=redis pod=c-shard-0-1",
+			&corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: logged}),
+			"CrashLoopBackOff: exit code 1: Can't open the log file: Permission denied", true},
+		{"crash loop, out of memory", waiting("CrashLoopBackOff", "", &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}),
+			"CrashLoopBackOff: exit code 137 (OOMKilled)", true},
+		{"crash loop, no last state", waiting("CrashLoopBackOff", "", nil), "CrashLoopBackOff", true},
+		{"image pull", waiting("ErrImagePull", "rpc error: not found", nil), "cannot pull image registry.invalid/redis:7", true},
+		{"image pull back-off", waiting("ImagePullBackOff", `Back-off pulling image "registry.invalid/redis:7"`, nil), "cannot pull image registry.invalid/redis:7", true},
+		{"config error", waiting("CreateContainerConfigError", "secret \"c-auth\" not found\nmore", nil),
+			"CreateContainerConfigError: secret \"c-auth\" not found", true},
+		{"being created", waiting("ContainerCreating", "", nil), "ContainerCreating", false},
+	} {
+		got := podState(&tc.pod)
+		if got != tc.want || failingState(got) != tc.fail {
+			t.Errorf("%s: state %q (failing %v), want %q (failing %v)", tc.name, got, failingState(got), tc.want, tc.fail)
+		}
+	}
+	long := waiting("CrashLoopBackOff", "", &corev1.ContainerStateTerminated{ExitCode: 1, Message: strings.Repeat("é", 200)})
+	if got := podState(&long); len(got) > len("CrashLoopBackOff: exit code 1: ")+maxStateDetail || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("a long log line: state %q (%d bytes)", got, len(got))
+	}
+	if failingState(handoverRefusedState) {
+		t.Error("a refused handover counts as failing: it is a wait the start script chose")
 	}
 }
 

@@ -103,11 +103,16 @@ type Pods struct {
 	Ready    int
 	// NotReady are the expected pods missing or not ready, by name.
 	NotReady []string
-	// Overdue are the NotReady pods missing or not ready for longer than
-	// PodStartGrace.
+	// Failing are the NotReady pods whose redis container the kubelet
+	// cannot run (crash loop, image pull, container config): they degrade
+	// the cluster at once, not after PodStartGrace.
+	Failing []string
+	// Overdue are the other NotReady pods, missing or not ready for longer
+	// than PodStartGrace.
 	Overdue []string
 	// States says why each NotReady pod is not ready, as kubectl would show
-	// it ("Pending", "CrashLoopBackOff", "missing", "not ready").
+	// it ("Pending", "CrashLoopBackOff: exit code 1: …", "missing", "not
+	// ready").
 	States map[string]string
 	// Nodes maps each scheduled pod to the Kubernetes node it is bound to.
 	Nodes map[string]string
@@ -127,6 +132,21 @@ func (p *Pods) SetState(pod, state string) {
 		p.States = map[string]string{}
 	}
 	p.States[pod] = state
+}
+
+// notRunning is the Degraded message for Failing and Overdue pods, the
+// failing first: "Pods that cannot run: pod a (CrashLoopBackOff: exit
+// code 1: …); fix what stops them (the pod's events and log say more)."
+// and/or "Pods not ready for more than 2m0s; waiting for pod b (Pending)."
+func (p Pods) notRunning() string {
+	var parts []string
+	if len(p.Failing) > 0 {
+		parts = append(parts, fmt.Sprintf("Pods that cannot run: %s; fix what stops them (the pod's events and log say more).", p.waitingFor(p.Failing)))
+	}
+	if len(p.Overdue) > 0 {
+		parts = append(parts, fmt.Sprintf("Pods not ready for more than %s; waiting for %s.", PodStartGrace, p.waitingFor(p.Overdue)))
+	}
+	return strings.Join(parts, " ")
 }
 
 // waitingFor says which of the pods in list a pass waits for and why:
@@ -278,10 +298,11 @@ func slotsCondition(o *Observation) conditionResult {
 
 // degradedCondition: the cluster serves with reduced redundancy or not at
 // all, or a step keeps failing. Before the cluster is formed only a bad
-// spec or a failing step degrade it. It reflects the last observation: a
-// master the operator cannot reach (its slots are uncovered), a shard with
-// fewer reachable replicas than spec that no starting pod explains, a node
-// Redis flags fail.
+// spec, a failing step or a pod that cannot run (Pods.Failing) degrade
+// it. It reflects the last observation: a master the operator cannot
+// reach (its slots are uncovered), a pod that cannot run or is overdue, a
+// shard with fewer reachable replicas than spec that no starting pod
+// explains, a node Redis flags fail.
 func degradedCondition(o *Observation) conditionResult {
 	t := o.Topology
 	lost := o.LostMessage()
@@ -294,6 +315,9 @@ func degradedCondition(o *Observation) conditionResult {
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReconcileErrorReason, sentence(o.ReconcileErr.Error())}
 	case !o.PodsObserved:
 		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
+	case !o.Formed() && len(o.Pods.Failing) > 0:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
+			Pods{Failing: o.Pods.Failing, States: o.Pods.States}.notRunning()}
 	case !o.Formed():
 		reason, msg := progressReason(o)
 		if reason == "" {
@@ -310,9 +334,8 @@ func degradedCondition(o *Observation) conditionResult {
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterSlotsUncoveredReason,
 			fmt.Sprintf("Only %d of %d slots have a master the operator can reach; uncovered: %s.",
 				t.SlotsAssigned, topology.NumSlots, uncoveredText(o))}
-	case len(o.Pods.Overdue) > 0:
-		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason,
-			fmt.Sprintf("Pods not ready for more than %s; waiting for %s.", PodStartGrace, o.Pods.waitingFor(o.Pods.Overdue))}
+	case len(o.Pods.Failing) > 0 || len(o.Pods.Overdue) > 0:
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterReplicaMissingReason, o.Pods.notRunning()}
 	case len(t.Unreachable) > 0:
 		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterRedisUnreachableReason,
 			fmt.Sprintf("Redis does not answer on ready pods: %s.", names(t.Unreachable))}
@@ -339,7 +362,7 @@ func unexplainedShortfall(o *Observation) []string {
 	for _, shard := range slices.Sorted(maps.Keys(t.ReplicasShort)) {
 		starting := 0
 		for _, p := range o.Pods.NotReady {
-			if strings.HasPrefix(p, shard+"-") && !slices.Contains(o.Pods.Overdue, p) {
+			if strings.HasPrefix(p, shard+"-") && !slices.Contains(o.Pods.Overdue, p) && !slices.Contains(o.Pods.Failing, p) {
 				starting++
 			}
 		}

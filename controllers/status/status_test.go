@@ -187,6 +187,28 @@ func TestApplyObservation(t *testing.T) {
 			want: want{"False/Upgrading", "True/Upgrading", "False/Ready", "True/Ready", cachev1beta1.PhaseUpgrading, true},
 		},
 		{
+			// The known limitation a tester found: this said Upgrading for
+			// the first PodStartGrace.
+			name: "a replica crash-looping in a rolling update degrades at once", succeeded: true,
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, Ready: 5, NotReady: []string{"c-shard-0-1"}, Failing: []string{"c-shard-0-1"}}
+				o.Pods.SetState("c-shard-0-1", "CrashLoopBackOff: exit code 1: Bad directive or wrong number of arguments")
+				o.Topology.EngineRan, o.Topology.Converged = false, false
+				o.Topology.ReplicasShort = map[string]int{"c-shard-0": 1}
+				o.StalePods = []string{"c-shard-1-1"}
+			},
+			want: want{"False/ReplicaMissing", "True/Upgrading", "True/ReplicaMissing", "True/Ready", cachev1beta1.PhaseDegraded, true},
+		},
+		{
+			name: "a pod that cannot run before the cluster formed", succeeded: true,
+			mutate: func(o *Observation) {
+				o.Pods = Pods{Expected: 6, NotReady: []string{"c-shard-0-0", "c-shard-0-1"}, Failing: []string{"c-shard-0-1"}}
+				o.Pods.SetState("c-shard-0-1", "cannot pull image registry.invalid/redis:7")
+				o.Topology = nil
+			},
+			want: want{"False/ReplicaMissing", "True/PodsPending", "True/ReplicaMissing", "Unknown/NotObservedYet", cachev1beta1.PhaseDegraded, true},
+		},
+		{
 			name: "a node in fail", succeeded: true,
 			mutate: func(o *Observation) { o.Topology.FailedNodes = []string{ids("dead")} },
 			want:   want{"False/NodeFailed", "False/Ready", "True/NodeFailed", "True/Ready", cachev1beta1.PhaseDegraded, true},
@@ -415,6 +437,23 @@ func TestConditionsNameThePodWaitedFor(t *testing.T) {
 		{name: "overdue", cond: cachev1beta1.RedisClusterDegradedCondition,
 			want:   "Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
 			mutate: func(o *Observation) { sick(o); o.Pods.Overdue = o.Pods.NotReady }},
+		{name: "cannot run", cond: cachev1beta1.RedisClusterDegradedCondition,
+			want: "Pods that cannot run: pod c-shard-1-1 (CrashLoopBackOff: exit code 1: Bad directive or wrong number of arguments); " +
+				"fix what stops them (the pod's events and log say more).",
+			mutate: func(o *Observation) {
+				sick(o)
+				o.Pods.Failing = o.Pods.NotReady
+				o.Pods.SetState("c-shard-1-1", "CrashLoopBackOff: exit code 1: Bad directive or wrong number of arguments")
+			}},
+		{name: "one cannot run, one overdue", cond: cachev1beta1.RedisClusterDegradedCondition,
+			want: "Pods that cannot run: pod c-shard-2-0 (cannot pull image registry.invalid/redis:7); fix what stops them (the pod's events and log say more). " +
+				"Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
+			mutate: func(o *Observation) {
+				sick(o)
+				o.Pods.Overdue = o.Pods.NotReady
+				o.Pods.Ready, o.Pods.NotReady, o.Pods.Failing = 4, append(o.Pods.NotReady, "c-shard-2-0"), []string{"c-shard-2-0"}
+				o.Pods.SetState("c-shard-2-0", "cannot pull image registry.invalid/redis:7")
+			}},
 		{name: "two pods", cond: cachev1beta1.RedisClusterProgressingCondition,
 			want: "4 of 6 pods ready; waiting for pods c-shard-1-1 (Pending), c-shard-2-0 (missing).",
 			mutate: func(o *Observation) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +46,19 @@ func TestSickNode(t *testing.T) {
 				}
 			}
 			return false, sick + ": no redis container status"
+		})
+
+		// Degraded at once, naming the pod and why it cannot run: not
+		// "not ready for more than 2m", the wait for a pod still starting.
+		c.poll("Degraded naming the sick pod as one that cannot run", time.Minute, func() (bool, string) {
+			rc := c.get()
+			cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.RedisClusterDegradedCondition)
+			if cond == nil {
+				return false, "no Degraded condition"
+			}
+			want := "Pods that cannot run: pod " + sick + " (cannot pull image registry.invalid/no-such-image:1)"
+			return cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, want) && rc.Status.Phase == cachev1beta1.PhaseDegraded,
+				fmt.Sprintf("phase %s, Degraded %s: %s", rc.Status.Phase, cond.Status, cond.Message)
 		})
 
 		start := time.Now()
