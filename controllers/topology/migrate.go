@@ -11,7 +11,8 @@ import (
 )
 
 // moveSlots migrates slots from src to dst following the spec's "Live resharding" order,
-// pace.slotsPerRound slots per pipelined round:
+// pace.slotsPerRound slots per pipelined round (more while rounds find no key, up to
+// pace.emptyRoundsUpTo):
 //
 //  1. CLUSTER SETSLOT <slot> IMPORTING <src-id> on dst (so dst accepts ASK-redirected
 //     commands before src starts redirecting);
@@ -42,12 +43,18 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 	var announced sync.WaitGroup
 	defer announced.Wait()
 	per := pace.slotsPerRound
-	for start := 0; start < len(slots); start += per {
+	for start := 0; start < len(slots); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		round := slots[start:min(start+per, len(slots))]
+		start += len(round)
 		keys, finished, err := e.moveRound(ctx, m, round)
+		if keys == 0 {
+			per = min(2*per, max(pace.emptyRoundsUpTo, pace.slotsPerRound))
+		} else {
+			per = pace.slotsPerRound
+		}
 		switch {
 		case len(finished) > 0 && !pace.overlapAnnounce:
 			e.announce(ctx, c, others, dst.ID, finished)

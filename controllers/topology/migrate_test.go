@@ -294,3 +294,60 @@ func TestMigrationCancelMidRound(t *testing.T) {
 	c.assertShape(d3, c.reconcile(d3, nil))
 	check()
 }
+
+// TestMigrateGrownRoundsMeetKeys: a move whose first slots are empty grows its rounds (up to
+// emptyRoundGrowth times MigrateSlotsPerRound); keys that sit only in the last slots of each
+// source's share are then met by a grown round. Every key still arrives with its value, no
+// slot stays open, and the cluster has its 3-master shape.
+func TestMigrateGrownRoundsMeetKeys(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{})
+	all := c.addShards(3, 1)
+	d2 := c.desired(0, all[:2])
+	c.assertShape(d2, c.reconcile(d2, nil))
+	v := c.observe(d2)
+	cc := c.client(d2)
+	ctx := context.Background()
+	want := map[string]string{}
+	for _, src := range []string{"s0", "s1"} {
+		owned := v.Node(src + "-0").OwnSlots()
+		last := -1
+		for s := range NumSlots {
+			if owned.Has(s) {
+				last = s
+			}
+		}
+		// The top 150 slots of the source: the scale-out moves each source's last slots.
+		for i := range 15 {
+			tag, _ := tagInSlots(t, c.nodes[src][0], i, func(s int) bool { return owned.Has(s) && s > last-150 })
+			for j := range 40 {
+				k, val := fmt.Sprintf("%s:k%d", tag, j), fmt.Sprintf("%s-%d", src, j)
+				if err := cc.Set(ctx, k, val, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				want[k] = val
+			}
+		}
+	}
+
+	d3 := c.desired(0, all)
+	c.assertShape(d3, c.reconcile(d3, nil))
+	if open := openSlots(c.observe(d3)); len(open) > 0 {
+		t.Fatalf("open slots: %v", open)
+	}
+	moved := 0
+	dst := c.nodes["s2"][0].Client()
+	cc3 := c.client(d3)
+	for k, val := range want {
+		got, err := cc3.Get(ctx, k).Result()
+		if err != nil || got != val {
+			t.Fatalf("key %s = %q, %v; want %q", k, got, err, val)
+		}
+		if dst.Exists(ctx, k).Val() == 1 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("none of the %d keys moved to the new master: they were not in the moved slots", len(want))
+	}
+	t.Logf("%d of %d keys moved to the new master", moved, len(want))
+}

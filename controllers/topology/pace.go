@@ -12,9 +12,14 @@ import (
 
 // migratePace is how hard a set of moves presses on the nodes.
 type migratePace struct {
-	parallel      int   // moves running at once
-	slotsPerRound int   // slots one move handles together (SETSLOT, GETKEYSINSLOT pipelined)
-	roundBytes    int64 // MIGRATE bytes pipelined to a source at once; a chunk holds one batch at least
+	parallel      int // moves running at once
+	slotsPerRound int // slots one move handles together (SETSLOT, GETKEYSINSLOT pipelined)
+	// emptyRoundsUpTo is what slotsPerRound may grow to while the rounds find no key: each
+	// round after one that moved none is twice as large, and a round that moved keys brings
+	// it back to slotsPerRound. An empty slot costs a few small SETSLOTs; the round trips
+	// are what a busy machine slows.
+	emptyRoundsUpTo int
+	roundBytes      int64 // MIGRATE bytes pipelined to a source at once; a chunk holds one batch at least
 	// overlapAnnounce tells the other masters a round's new owner while the next round runs.
 	overlapAnnounce bool
 }
@@ -29,11 +34,17 @@ type migratePace struct {
 // p99 2.4 ms, against 17.0 s and 2.7 ms (2.1 s and 18 ms at the full pace).
 func (e *Engine) pace(serving []string) migratePace {
 	if len(serving) > 0 {
-		return migratePace{parallel: 1, slotsPerRound: 1, roundBytes: 1}
+		return migratePace{parallel: 1, slotsPerRound: 1, emptyRoundsUpTo: 1, roundBytes: 1}
 	}
-	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes,
-		overlapAnnounce: true}
+	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
+		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
 }
+
+// emptyRoundGrowth bounds how many times slotsPerRound a round grows to at the full pace
+// while rounds find no key (migratePace.emptyRoundsUpTo): 64 slots become 512, so a move
+// of 1 365 empty slots (a 3→4 scale-out of an empty cluster) takes 6 rounds instead of 22,
+// and a grown round that meets keys queues GETKEYSINSLOT for 512 slots at most.
+const emptyRoundGrowth = 8
 
 // servingSample is how long servingClients watches a node that looks busy before judging it.
 const servingSample = 250 * time.Millisecond

@@ -72,14 +72,14 @@ func TestServingClients(t *testing.T) {
 	if !slices.Equal(serving, []string{"busy"}) {
 		t.Fatalf("serving clients: %v, want [busy]", serving)
 	}
-	if got, want := e.pace(serving), (migratePace{parallel: 1, slotsPerRound: 1, roundBytes: 1}); got != want {
+	if got, want := e.pace(serving), (migratePace{parallel: 1, slotsPerRound: 1, emptyRoundsUpTo: 1, roundBytes: 1}); got != want {
 		t.Errorf("pace with busy serving: %+v, want %+v", got, want)
 	}
 	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {
 		t.Fatalf("serving clients among polled and idle2: %v, want none", got)
 	}
-	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes,
-		overlapAnnounce: true}
+	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
+		emptyRoundsUpTo: 8 * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
 	if got := e.pace(nil); got != full {
 		t.Errorf("pace with no node serving: %+v, want %+v", got, full)
 	}
