@@ -116,6 +116,18 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 			log.V(1).Info("Config epoch not set", "node", s.Node, "reason", err.Error())
 		}
 		return nil
+	case StepTellOwner:
+		log.V(1).Info("Telling a new master the owner of slots", "node", s.Node, "owner", s.NodeID, "slots", FormatRanges(s.Slots))
+		cctx, cancel := e.cmdCtx(ctx)
+		defer cancel()
+		pipe := c.get(n.Endpoint.Addr).Pipeline()
+		for _, slot := range expand(s.Slots) {
+			pipe.Do(cctx, "CLUSTER", "SETSLOT", slot, "NODE", s.NodeID)
+		}
+		if _, err := pipe.Exec(cctx); err != nil {
+			log.V(1).Info("New master not told the owner of slots; gossip will", "node", s.Node, "reason", err.Error())
+		}
+		return nil
 	case StepMeet:
 		t, err := node(view, s.Target)
 		if err != nil {

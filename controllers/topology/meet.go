@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"sort"
 )
 
 // members are the reachable endpoints that belong in the cluster: every desired node and
@@ -143,4 +144,56 @@ func (p *planner) mergeConflict(anchor, m *NodeView) error {
 		}
 	}
 	return nil
+}
+
+// tellOwnerSteps tells each shard's master that owns no slot and reports cluster_state:fail
+// which master owns the slots its table gives to nobody, one StepTellOwner per owner it
+// already knows (handshake done, not failing). Without it the new master learns an owner's
+// slots from that owner's next ping after the handshake, up to about a second later on each
+// (clusterCron pings one node a second), often after Redis's own 2 s delay before a new
+// master reports ok, and resharding waits for that (readyToMove). Slots its table gives to
+// some node are left to gossip and the config epochs; nothing is told while two masters
+// claim a slot.
+func (p *planner) tellOwnerSteps() []Step {
+	if p.contested.Len() > 0 {
+		return nil
+	}
+	owners := make([]string, 0, len(p.slotCount))
+	for id := range p.slotCount {
+		owners = append(owners, id)
+	}
+	sort.Strings(owners)
+	var steps []Step
+	for _, sh := range p.shards {
+		m := sh.master
+		if m == nil || !m.IsMaster() || m.Info.OK() || m.OwnSlots().Len() > 0 {
+			continue
+		}
+		var assigned SlotSet
+		for _, r := range m.Known {
+			for _, sr := range r.Slots {
+				assigned.AddRange(sr)
+			}
+		}
+		for _, id := range owners {
+			o := p.byID[id]
+			if o == nil || o == m {
+				continue
+			}
+			if r := m.Lookup(id); r == nil || r.Flags.Handshake || r.Failing() {
+				continue
+			}
+			var untold []int
+			for _, s := range o.OwnSlots().Slots() {
+				if !assigned.Has(s) {
+					untold = append(untold, s)
+				}
+			}
+			if len(untold) > 0 {
+				steps = append(steps, Step{Kind: StepTellOwner, Node: m.Endpoint.Name, NodeID: id, Slots: RangesOf(untold),
+					Reason: fmt.Sprintf("%s, the new master of shard %s, does not know yet that %s owns them", m.Endpoint.Name, sh.spec.Name, o.Endpoint.Name)})
+			}
+		}
+	}
+	return steps
 }

@@ -20,6 +20,12 @@ const (
 	StepSetEpoch StepKind = "SetConfigEpoch"
 	// StepMeet: CLUSTER MEET from Node to Target's address (spec: "Node handshake").
 	StepMeet StepKind = "Meet"
+	// StepTellOwner: CLUSTER SETSLOT <slot> NODE NodeID on Node for each of Slots: slots
+	// master NodeID claims and Node's table gives to nobody. A new master learns the slot
+	// table at once instead of from each owner's next ping after the handshake, and so
+	// reports cluster_state:ok, which resharding waits for, as soon as Redis lets it
+	// (spec: "Hash slots configuration propagation"). Best effort: gossip would tell it too.
+	StepTellOwner StepKind = "TellOwner"
 	// StepReplicate: CLUSTER REPLICATE NodeID on Node.
 	StepReplicate StepKind = "Replicate"
 	// StepMigrate: move Slots from master Node to master Target with SETSLOT IMPORTING,
@@ -184,6 +190,9 @@ func (p *planner) plan() ([]Step, error) {
 		return nil, p.err()
 	}
 	if !p.readyToMove() {
+		if steps := p.tellOwnerSteps(); len(steps) > 0 { // meet.go
+			return steps, p.err()
+		}
 		if len(p.waits) == 0 {
 			return nil, p.err()
 		}

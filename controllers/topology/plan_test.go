@@ -399,3 +399,82 @@ func TestPlanRefusesANodeOfAnotherLiveCluster(t *testing.T) {
 		t.Fatalf("steps %v", stepStrings(steps))
 	}
 }
+
+// A new shard's master that knows the masters (handshake done) but not yet which slots they
+// own (it learns that from each owner's next ping) is told, one TellOwner per owner with
+// exactly that owner's slots, instead of resharding waiting for its cluster_state:ok; an
+// owner still in handshake with it is left out; once its table covers the slots, the plan
+// only waits for Redis to report ok.
+func TestPlanTellsANewMasterTheSlotOwners(t *testing.T) {
+	d := fixtureDesired(nil)
+	d.Shards = append(d.Shards, ShardSpec{Name: "s3", Nodes: []Endpoint{{Name: "s3-0", Addr: "127.0.0.8:6379"}}})
+	const newID = "00000000000000000000000000000000000000b8"
+	build := func(learned bool, handshakeWith string) *ClusterView {
+		old := fixtureDesired(nil)
+		v := fixtureView(t, "healthy-3x1.cluster-nodes.txt", old)
+		self := NodeRecord{ID: newID, IP: "127.0.0.8", Port: 6379, BusPort: 16379, Flags: NodeFlags{Myself: true, Master: true}, Connected: true}
+		fresh := &NodeView{Endpoint: d.Shards[3].Nodes[0], ID: newID, Known: []NodeRecord{self},
+			Info: ClusterInfo{State: "fail"}, Replication: ReplicationInfo{Role: "master"}, NodeTimeout: 3 * time.Second}
+		peer := self
+		peer.Flags.Myself = false
+		for _, n := range v.Nodes {
+			n.Known = append(n.Known, peer)
+			r := *n.Self()
+			r.Flags.Myself = false
+			if !learned {
+				r.Slots = nil
+			}
+			if r.ID == fixtureIDs[handshakeWith] {
+				r.Flags.Handshake = true
+			}
+			fresh.Known = append(fresh.Known, r)
+		}
+		v.Nodes = append(v.Nodes, fresh)
+		return v
+	}
+
+	v := build(false, "")
+	steps, err := Plan(v, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := SlotSet{}
+	for _, s := range steps {
+		owner := v.Node(nameOfID(t, s.NodeID))
+		if s.Kind != StepTellOwner || s.Node != "s3-0" || owner == nil || FormatRanges(s.Slots) != FormatRanges(owner.OwnSlots().Ranges()) {
+			t.Fatalf("step %s; want TellOwner on s3-0 with the owner's own slots", s)
+		}
+		for _, r := range s.Slots {
+			told.AddRange(r)
+		}
+	}
+	if len(steps) != 3 || told.Len() != NumSlots {
+		t.Fatalf("steps %v: %d slots told, want 3 owners and all %d", stepStrings(steps), told.Len(), NumSlots)
+	}
+
+	steps, _ = Plan(build(false, "s1-0"), d)
+	for _, s := range steps {
+		if s.NodeID == fixtureIDs["s1-0"] {
+			t.Fatalf("told about %s while in handshake with it: %s", "s1-0", s)
+		}
+	}
+	if len(steps) != 2 {
+		t.Fatalf("steps %v, want the two owners it knows", stepStrings(steps))
+	}
+
+	steps, _ = Plan(build(true, ""), d)
+	if got := stepStrings(steps); len(got) != 1 || got[0] != "Wait: s3-0 reports cluster_state:fail" {
+		t.Fatalf("with the slots learned: %v, want only a wait for cluster_state:ok", got)
+	}
+}
+
+func nameOfID(t *testing.T, id string) string {
+	t.Helper()
+	for name, fid := range fixtureIDs {
+		if fid == id {
+			return name
+		}
+	}
+	t.Fatalf("no fixture node has ID %s", id)
+	return ""
+}

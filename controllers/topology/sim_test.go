@@ -283,6 +283,18 @@ func (s *sim) apply(steps []Step, d Desired) {
 			}
 		case StepFailover:
 			s.promote(s.node(st.Node))
+		case StepTellOwner:
+			// The model's nodes see every owner's slots once they know it: a step here means
+			// the planner told a node about an owner it does not know, or slots not the owner's.
+			n, o := s.node(st.Node), s.all[st.NodeID]
+			if o == nil || n.known[o.id] == "" {
+				t.Fatalf("%s: %s does not know %s", st, st.Node, st.NodeID)
+			}
+			for _, sl := range expand(st.Slots) {
+				if !o.slots.Has(sl) {
+					t.Fatalf("%s: slot %d is not %s's", st, sl, st.NodeID)
+				}
+			}
 		case StepWait:
 			s.tick()
 		default:
