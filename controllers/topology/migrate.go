@@ -11,8 +11,10 @@ import (
 )
 
 // moveSlots migrates slots from src to dst following the spec's "Live resharding" order,
-// pace.slotsPerRound slots per pipelined round (more while rounds find no key, up to
-// pace.emptyRoundsUpTo):
+// pace.slotsPerRound slots per pipelined round; at the full pace the source's keys are
+// counted first (CLUSTER COUNTKEYSINSLOT, one pipeline) and a run of slots that held none
+// is one round of up to pace.emptyRoundsUpTo slots (a key written meanwhile is moved as in
+// any round):
 //
 //  1. CLUSTER SETSLOT <slot> IMPORTING <src-id> on dst (so dst accepts ASK-redirected
 //     commands before src starts redirecting);
@@ -42,19 +44,23 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 	// rounds, so the nodes never serve two of the move's commands at once.
 	var announced sync.WaitGroup
 	defer announced.Wait()
-	per := pace.slotsPerRound
+	var counts []int64
+	if pace.emptyRoundsUpTo > pace.slotsPerRound {
+		srcCl, _ := m.clients()
+		// Best effort: without the counts every round has pace.slotsPerRound slots.
+		counts, _ = e.countKeys(ctx, srcCl, src.Endpoint.Name, slots)
+	}
 	for start := 0; start < len(slots); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		round := slots[start:min(start+per, len(slots))]
-		start += len(round)
-		keys, finished, err := e.moveRound(ctx, m, round)
-		if keys == 0 {
-			per = min(2*per, max(pace.emptyRoundsUpTo, pace.slotsPerRound))
-		} else {
-			per = pace.slotsPerRound
+		end := min(start+pace.slotsPerRound, len(slots))
+		if empty := emptyRun(counts, start, pace.emptyRoundsUpTo); empty > end-start {
+			end = start + empty
 		}
+		round := slots[start:end]
+		start = end
+		keys, finished, err := e.moveRound(ctx, m, round)
 		switch {
 		case len(finished) > 0 && !pace.overlapAnnounce:
 			e.announce(ctx, c, others, dst.ID, finished)
@@ -74,6 +80,16 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		}
 	}
 	return nil
+}
+
+// emptyRun is how many slots from index start on held no key when counted (counts, one per
+// slot of the move; nil when not counted), at most most.
+func emptyRun(counts []int64, start, most int) int {
+	n := 0
+	for start+n < len(counts) && n < most && counts[start+n] == 0 {
+		n++
+	}
+	return n
 }
 
 // move is the state of one source→target move shared by its rounds.

@@ -295,12 +295,15 @@ func TestMigrationCancelMidRound(t *testing.T) {
 	check()
 }
 
-// TestMigrateGrownRoundsMeetKeys: a move whose first slots are empty grows its rounds (up to
-// emptyRoundGrowth times MigrateSlotsPerRound); keys that sit only in the last slots of each
-// source's share are then met by a grown round. Every key still arrives with its value, no
-// slot stays open, and the cluster has its 3-master shape.
-func TestMigrateGrownRoundsMeetKeys(t *testing.T) {
-	c := newTestCluster(t, redistest.Options{}, Options{})
+// TestMigrateEmptyRunsMeetKeys: at the full pace a move counts the source's keys first and
+// moves a run of empty slots in one round; here keys sit only in the last slots of each
+// source's share (rounds of MigrateSlotsPerRound there), and a writer adds keys all over
+// while the slots move, so some land in slots counted empty, in a big round. Every key
+// arrives with its value, every acknowledged write is readable, no slot stays open, and the
+// cluster has its 3-master shape. (The writer would make the engine take the gentle pace;
+// MigrateServingOps is raised so that it does not.)
+func TestMigrateEmptyRunsMeetKeys(t *testing.T) {
+	c := newTestCluster(t, redistest.Options{}, Options{MigrateServingOps: 1 << 40})
 	all := c.addShards(3, 1)
 	d2 := c.desired(0, all[:2])
 	c.assertShape(d2, c.reconcile(d2, nil))
@@ -330,7 +333,44 @@ func TestMigrateGrownRoundsMeetKeys(t *testing.T) {
 	}
 
 	d3 := c.desired(0, all)
-	c.assertShape(d3, c.reconcile(d3, nil))
+	// A writer that starts with the slot moves (one SET every 2 ms) leaves most slots empty
+	// when the move counts them, and writes into big rounds while they run.
+	begin, stop, done := make(chan struct{}), make(chan struct{}), make(chan []string)
+	var once sync.Once
+	go func() {
+		var acked []string
+		defer func() { done <- acked }()
+		select {
+		case <-begin:
+		case <-stop:
+			return
+		}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			k := fmt.Sprintf("during:%d", i)
+			if cc.Set(ctx, k, k, 0).Err() == nil {
+				acked = append(acked, k)
+			}
+		}
+	}()
+	c.assertShape(d3, c.reconcile(d3, func(p Progress) {
+		if p.SlotsTotal > 0 {
+			once.Do(func() { close(begin) })
+		}
+	}))
+	close(stop)
+	acked := <-done
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged during the move")
+	}
+	for _, k := range acked {
+		want[k] = k
+	}
+	t.Logf("%d writes acknowledged during the move", len(acked))
 	if open := openSlots(c.observe(d3)); len(open) > 0 {
 		t.Fatalf("open slots: %v", open)
 	}

@@ -14,10 +14,9 @@ import (
 type migratePace struct {
 	parallel      int // moves running at once
 	slotsPerRound int // slots one move handles together (SETSLOT, GETKEYSINSLOT pipelined)
-	// emptyRoundsUpTo is what slotsPerRound may grow to while the rounds find no key: each
-	// round after one that moved none is twice as large, and a round that moved keys brings
-	// it back to slotsPerRound. An empty slot costs a few small SETSLOTs; the round trips
-	// are what a busy machine slows.
+	// emptyRoundsUpTo is how many slots that held no key when counted one round takes
+	// (moveSlots): an empty slot costs a few small SETSLOTs, and the round trips are what a
+	// busy machine slows. At most slotsPerRound (no count) at the gentle pace.
 	emptyRoundsUpTo int
 	roundBytes      int64 // MIGRATE bytes pipelined to a source at once; a chunk holds one batch at least
 	// overlapAnnounce tells the other masters a round's new owner while the next round runs.
@@ -40,11 +39,12 @@ func (e *Engine) pace(serving []string) migratePace {
 		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
 }
 
-// emptyRoundGrowth bounds how many times slotsPerRound a round grows to at the full pace
-// while rounds find no key (migratePace.emptyRoundsUpTo): 64 slots become 512, so a move
-// of 1 365 empty slots (a 3→4 scale-out of an empty cluster) takes 6 rounds instead of 22,
-// and a grown round that meets keys queues GETKEYSINSLOT for 512 slots at most.
-const emptyRoundGrowth = 8
+// emptyRoundGrowth is how many times MigrateSlotsPerRound one round of empty slots may
+// hold at the full pace (migratePace.emptyRoundsUpTo): 64 × 64 = 4 096 slots, so each
+// source's 1 365 slots in a 3→4 scale-out of an empty cluster move in one round (four
+// round trips) instead of 22, and a round whose slots filled up since the count queues
+// GETKEYSINSLOT for 4 096 slots at most.
+const emptyRoundGrowth = 64
 
 // servingSample is how long servingClients watches a node that looks busy before judging it.
 const servingSample = 250 * time.Millisecond

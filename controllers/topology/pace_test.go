@@ -79,7 +79,7 @@ func TestServingClients(t *testing.T) {
 		t.Fatalf("serving clients among polled and idle2: %v, want none", got)
 	}
 	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
-		emptyRoundsUpTo: 8 * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
+		emptyRoundsUpTo: 64 * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
 	if got := e.pace(nil); got != full {
 		t.Errorf("pace with no node serving: %+v, want %+v", got, full)
 	}
