@@ -148,7 +148,7 @@ func (p *planner) mergeConflict(anchor, m *NodeView) error {
 
 // tellOwnerSteps tells each shard's master that owns no slot and reports cluster_state:fail
 // which master owns the slots its table gives to nobody, one StepTellOwner per owner it
-// already knows (handshake done, not failing). Without it the new master learns an owner's
+// already knows as a master (handshake done, not failing). Without it the new master learns an owner's
 // slots from that owner's next ping after the handshake, up to about a second later on each
 // (clusterCron pings one node a second), often after Redis's own 2 s delay before a new
 // master reports ok, and resharding waits for that (readyToMove). Slots its table gives to
@@ -180,8 +180,8 @@ func (p *planner) tellOwnerSteps() []Step {
 			if o == nil || o == m {
 				continue
 			}
-			if r := m.Lookup(id); r == nil || r.Flags.Handshake || r.Failing() {
-				continue
+			if r := m.Lookup(id); r == nil || r.Flags.Handshake || !r.Flags.Master || r.Failing() {
+				continue // SETSLOT NODE would be refused: unknown node, or not a master
 			}
 			var untold []int
 			for _, s := range o.OwnSlots().Slots() {

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -409,7 +410,7 @@ func TestPlanTellsANewMasterTheSlotOwners(t *testing.T) {
 	d := fixtureDesired(nil)
 	d.Shards = append(d.Shards, ShardSpec{Name: "s3", Nodes: []Endpoint{{Name: "s3-0", Addr: "127.0.0.8:6379"}}})
 	const newID = "00000000000000000000000000000000000000b8"
-	build := func(learned bool, handshakeWith string) *ClusterView {
+	build := func(learned bool, handshakeWith string, replicaIn ...string) *ClusterView {
 		old := fixtureDesired(nil)
 		v := fixtureView(t, "healthy-3x1.cluster-nodes.txt", old)
 		self := NodeRecord{ID: newID, IP: "127.0.0.8", Port: 6379, BusPort: 16379, Flags: NodeFlags{Myself: true, Master: true}, Connected: true}
@@ -426,6 +427,9 @@ func TestPlanTellsANewMasterTheSlotOwners(t *testing.T) {
 			}
 			if r.ID == fixtureIDs[handshakeWith] {
 				r.Flags.Handshake = true
+			}
+			if len(replicaIn) > 0 && r.ID == fixtureIDs[replicaIn[0]] {
+				r.Flags.Master, r.Flags.Replica = false, true // a stale view: SETSLOT NODE would be refused
 			}
 			fresh.Known = append(fresh.Known, r)
 		}
@@ -460,6 +464,10 @@ func TestPlanTellsANewMasterTheSlotOwners(t *testing.T) {
 	}
 	if len(steps) != 2 {
 		t.Fatalf("steps %v, want the two owners it knows", stepStrings(steps))
+	}
+	steps, _ = Plan(build(false, "", "s2-0"), d)
+	if len(steps) != 2 || slices.ContainsFunc(steps, func(s Step) bool { return s.NodeID == fixtureIDs["s2-0"] }) {
+		t.Fatalf("steps %v, want none about s2-0, which s3-0 sees as a replica", stepStrings(steps))
 	}
 
 	steps, _ = Plan(build(true, ""), d)
