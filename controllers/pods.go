@@ -35,7 +35,9 @@ type podInfo struct {
 	// run it, see waitingState), "Pending" (not scheduled), or "not
 	// running". "" when Up, except for a pod whose start script refused
 	// to start redis-server (handoverRefusedState).
-	State       string
+	State string
+	// Failing: the kubelet cannot run its redis container (podState).
+	Failing     bool
 	Terminating bool
 	// Node is the Kubernetes node the pod is bound to, "" before it is
 	// scheduled.
@@ -115,13 +117,15 @@ func groupPods(rc string, desired, replicasPerShard int, desiredHash func(int) s
 		if !ok {
 			continue
 		}
+		state, failing := podState(p)
 		s.Pods = append(s.Pods, podInfo{
 			Name:        p.Name,
 			Ordinal:     ordinal,
 			IP:          p.Status.PodIP,
 			Ready:       podReady(p),
 			Up:          podUp(p),
-			State:       podState(p),
+			State:       state,
+			Failing:     failing,
 			Terminating: p.DeletionTimestamp != nil,
 			Node:        p.Spec.NodeName,
 			Hash:        p.Annotations[resources.TemplateHashAnnotation],
@@ -172,24 +176,27 @@ const handoverRefusedState = "redis-server not started: no replica won the elect
 // podState says why p does not run (see podInfo.State); "" when it is up.
 // A pod whose start script refused to start redis-server says so even while
 // its container runs (the script runs the handover again at each restart).
-func podState(p *corev1.Pod) string {
+// failing reports a redis container the kubelet cannot run (its waiting
+// reason is one of failingReasons or imageReasons); a refused handover is
+// a wait the start script chose, not failing.
+func podState(p *corev1.Pod) (state string, failing bool) {
 	switch {
 	case p.DeletionTimestamp != nil:
-		return "Terminating"
+		return "Terminating", false
 	case handoverRefused(p):
-		return handoverRefusedState
+		return handoverRefusedState, false
 	case podUp(p):
-		return ""
+		return "", false
 	}
 	for _, c := range p.Status.ContainerStatuses {
-		if c.Name == resources.RedisContainerName && c.State.Waiting != nil && c.State.Waiting.Reason != "" {
-			return waitingState(c)
+		if w := c.State.Waiting; c.Name == resources.RedisContainerName && w != nil && w.Reason != "" {
+			return waitingState(c), failingReasons[w.Reason] || imageReasons[w.Reason]
 		}
 	}
 	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
-		return string(corev1.PodPending)
+		return string(corev1.PodPending), false
 	}
-	return "not running"
+	return "not running", false
 }
 
 // Waiting reasons of a container the kubelet cannot run (as opposed to
@@ -200,13 +207,6 @@ var (
 	imageReasons   = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true}
 	failingReasons = map[string]bool{"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
 )
-
-// failingState reports whether a podState names a container the kubelet
-// cannot run (see failingReasons), not one still starting.
-func failingState(state string) bool {
-	reason, _, _ := strings.Cut(state, ":")
-	return failingReasons[reason] || strings.HasPrefix(state, imageState)
-}
 
 // imageState begins the State of a redis container whose image the
 // kubelet cannot pull: one text whichever of ErrImagePull and
@@ -325,7 +325,7 @@ func (s *shardPods) spec() topology.ShardSpec {
 
 // podsSummary counts expected and ready pods over the desired and leaving
 // shards and lists the missing or unready ones. An existing pod whose
-// redis container the kubelet cannot run (failingState) is failing, one
+// redis container the kubelet cannot run (podInfo.Failing) is failing, one
 // otherwise not ready and older than status.PodStartGrace is overdue; a
 // missing pod is only pending (the StatefulSet controller creates it).
 func podsSummary(shards []*shardPods, now time.Time) status.Pods {
@@ -348,7 +348,7 @@ func podsSummary(shards []*shardPods, now time.Time) status.Pods {
 				o.NotReady = append(o.NotReady, p.Name)
 				o.SetState(p.Name, cmp.Or(p.State, "not ready"))
 				switch {
-				case failingState(p.State):
+				case p.Failing:
 					o.Failing = append(o.Failing, p.Name)
 				case now.Sub(p.Created) > status.PodStartGrace:
 					o.Overdue = append(o.Overdue, p.Name)
