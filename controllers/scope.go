@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/acl"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/rollout"
 	"github.com/redis-operator/redis-operator/controllers/rotation"
@@ -42,6 +43,9 @@ type scope struct {
 	usersConf string
 	// users are spec.users as prepared this pass (users.go).
 	users []*userState
+	// exporter is the redis_exporter sidecar's ACL user (exporter.go); nil when
+	// spec.exporter is disabled.
+	exporter *acl.User
 
 	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
 	tls *tlsMaterial

@@ -39,8 +39,9 @@ import (
 // userState is one spec.users entry during a pass.
 type userState struct {
 	spec *cachev1beta1.UserSpec
-	// rules are the parsed rules; ruleErr is set when they do not parse, and the user is
-	// then neither applied nor written to auth.conf.
+	// rules are the parsed rules; ruleErr is set when they do not parse or the name is
+	// reserved (acl.ReservedNames), and the user is then neither applied nor written to
+	// auth.conf.
 	rules   []string
 	ruleErr error
 	// st is the rotation state from the user's Secret; usable is false when it holds no
@@ -91,6 +92,13 @@ func (r *RedisClusterReconciler) prepareUsers(ctx context.Context, s *scope) (ct
 		if u.PasswordFrom.Vault != nil {
 			us.status.Source = "Vault"
 		}
+		if slices.Contains(acl.ReservedNames, u.Name) {
+			// The webhook and the schema refuse it; one that got past them is not applied,
+			// so that it and the operator's own user do not overwrite each other.
+			us.ruleErr = fmt.Errorf("the name %q is reserved for the operator's own user", u.Name)
+			us.status.Applied, us.status.Message = false, us.ruleErr.Error()
+			continue
+		}
 		us.rules, us.ruleErr = acl.ParseRules(u.Rules)
 		if us.ruleErr != nil {
 			us.status.Applied, us.status.Message = false, "rules: "+us.ruleErr.Error()
@@ -124,6 +132,13 @@ func (r *RedisClusterReconciler) prepareUsers(ctx context.Context, s *scope) (ct
 			us.usable = true
 			conf = append(conf, acl.User{Name: u.Name, Rules: us.rules, Passwords: pws})
 		}
+	}
+	exp, err := r.exporterUser(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if s.exporter = exp; exp != nil {
+		conf = append(conf, *exp)
 	}
 	s.usersConf = acl.ConfLines(conf, resources.QuoteConfigValue)
 	return res, false, nil

@@ -45,20 +45,23 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, s *scope) (
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
+	eps := upEndpoints(s)
+	actx, cancel := context.WithTimeout(ctx, 4*r.RedisTimeout)
+	defer cancel()
+	eng := r.engine(s, s.password)
+	res, err := r.reconcileExporterUser(actx, s, eng, eps)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
 	if len(s.users) == 0 && len(managed) == 0 {
 		rc.Status.Users = nil
-		return ctrl.Result{}, false, nil
+		return res, false, nil
 	}
-	eps := upEndpoints(s)
-	var res ctrl.Result
 	requeue := func(d ctrl.Result) {
 		if d.RequeueAfter > 0 && (res.RequeueAfter == 0 || d.RequeueAfter < res.RequeueAfter) {
 			res = d
 		}
 	}
-	actx, cancel := context.WithTimeout(ctx, 4*r.RedisTimeout)
-	defer cancel()
-	eng := r.engine(s, s.password)
 	var out []cachev1beta1.UserStatus
 	for _, us := range s.users {
 		if us.ruleErr == nil && us.usable {

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/redis-operator/redis-operator/controllers/acl"
+	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
@@ -26,21 +28,33 @@ type sample struct {
 	value  float64
 }
 
-// scrapeExporter runs redis_exporter against the Redis node at addr and
-// returns one scrape of its /metrics, parsed, by metric name.
-func scrapeExporter(t *testing.T, addr string) map[string][]sample {
+// scrapeExporter runs redis_exporter against node as the sidecar does: as
+// the ACL user acl.ExporterUser (set on node here, with the operator's
+// rules), with resources.ExporterSettings. It returns one scrape of its
+// /metrics, parsed, by metric name, and fails when node's ACL LOG shows a
+// command of the scrape refused (the rules would miss part of it) or the
+// exporter reports Redis down.
+func scrapeExporter(t *testing.T, node *redistest.Node) map[string][]sample {
 	t.Helper()
 	bin, err := exec.LookPath(exporterBinary)
 	if err != nil {
 		t.Fatalf("%s not found (run make deps): %v", exporterBinary, err)
 	}
+	const password = "exporter-test-password"
+	user := acl.User{Name: acl.ExporterUser, Rules: acl.ExporterRules, Passwords: []string{password}}
+	node.Do(append([]any{"ACL", "SETUSER", user.Name}, toAny(user.Args())...)...)
+	node.Do("ACL", "LOG", "RESET")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	listen := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "-redis.addr", "redis://"+addr, "-web.listen-address", listen)
+	cmd := exec.Command(bin, "-redis.addr", "redis://"+node.Addr(), "-web.listen-address", listen)
+	cmd.Env = append(cmd.Environ(), "REDIS_PASSWORD="+password)
+	for _, e := range resources.ExporterSettings() {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +83,22 @@ func scrapeExporter(t *testing.T, addr string) map[string][]sample {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return samplesOf(families)
+	if log := node.Do("ACL", "LOG").([]any); len(log) > 0 {
+		t.Fatalf("the scrape as %s had commands refused (ACL LOG): %v", acl.ExporterUser, log)
+	}
+	samples := samplesOf(families)
+	if up := samples["redis_up"]; len(up) != 1 || up[0].value != 1 {
+		t.Fatalf("redis_exporter logged in as %s reports redis_up %v", acl.ExporterUser, up)
+	}
+	return samples
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // samplesOf returns the series of metric families by series name: a
@@ -200,8 +229,8 @@ func healthyClusterScrapes(t *testing.T) map[string]map[string][]sample {
 
 	master.Do("SET", "key", "value")
 	return map[string]map[string][]sample{
-		"master":  scrapeExporter(t, master.Addr()),
-		"replica": scrapeExporter(t, replica.Addr()),
+		"master":  scrapeExporter(t, master),
+		"replica": scrapeExporter(t, replica),
 	}
 }
 

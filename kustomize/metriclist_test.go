@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/redis-operator/redis-operator/controllers/acl"
 )
 
 // exporterMetricsFile lists the series redis_exporter exposes, one per line:
@@ -105,7 +107,8 @@ func TestExporterMetricsList(t *testing.T) {
 		fmt.Fprintf(&b, "# The series redis_exporter exposes: NAME LABEL,LABEL,... (\"-\": no label).\n")
 		fmt.Fprintf(&b, "# Made by `UPDATE_EXPORTER_METRICS=1 go test -run TestExporterMetricsList ./kustomize/`:\n")
 		fmt.Fprintf(&b, "# Debian's prometheus-redis-exporter %s scraping a redis-server %s master that owns\n", version, redisVersion)
-		fmt.Fprintf(&b, "# all 16384 slots and holds one key, and its replica (the union of both scrapes,\n")
+		fmt.Fprintf(&b, "# all 16384 slots and holds one key, and its replica, logged in as the sidecar does\n")
+		fmt.Fprintf(&b, "# (ACL user %s, no CONFIG GET) (the union of both scrapes,\n", acl.ExporterUser)
 		fmt.Fprintf(&b, "# without go_*, process_* and promhttp_*). The sidecar's default image is a newer\n")
 		fmt.Fprintf(&b, "# redis_exporter; the dashboard and alerts use only series listed here.\n")
 		for _, name := range slices.Sorted(func(yield func(string) bool) {

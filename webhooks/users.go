@@ -27,7 +27,7 @@ func validateUsers(users []cachev1beta1.UserSpec, p *field.Path, r *result) {
 		up := p.Index(i)
 		switch {
 		case slices.Contains(acl.ReservedNames, u.Name):
-			r.add(field.Forbidden(up.Child("name"), fmt.Sprintf("user %q is reserved: the default user is the operator's own, its password is spec.auth", u.Name)))
+			r.add(field.Forbidden(up.Child("name"), fmt.Sprintf("user %q is reserved: default and %s are the operator's own users (default's password is spec.auth, %s is the exporter sidecar's)", u.Name, acl.ExporterUser, acl.ExporterUser)))
 		case !userName.MatchString(u.Name) || len(u.Name) > 63:
 			r.add(field.Invalid(up.Child("name"), u.Name, "must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 63 characters"))
 		case seen[u.Name]:

@@ -41,10 +41,12 @@ func TestUsersThroughAPIServer(t *testing.T) {
 		t.Fatalf("unknown command: causes %q", causes)
 	}
 
-	reserved := fullHub(ns, "reserved")
-	reserved.Spec.Users = []cachev1beta1.UserSpec{appUser("default", "+@all")}
-	if causes := apiCauses(t, c.Create(ctx, reserved)); !hasCause(causes, "spec.users[0].name: Invalid value: \"string\": the default user is the operator's own") {
-		t.Fatalf("default user: causes %q", causes)
+	for _, name := range []string{"default", "redis-exporter"} {
+		reserved := fullHub(ns, "reserved")
+		reserved.Spec.Users = []cachev1beta1.UserSpec{appUser(name, "+@all")}
+		if causes := apiCauses(t, c.Create(ctx, reserved)); !hasCause(causes, "spec.users[0].name: Invalid value: \"string\": default and redis-exporter are the operator's own users") {
+			t.Fatalf("user %s: causes %q", name, causes)
+		}
 	}
 	dup := fullHub(ns, "dup")
 	dup.Spec.Users = []cachev1beta1.UserSpec{appUser("app", "+@read"), appUser("app", "+@write")}

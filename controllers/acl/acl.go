@@ -22,8 +22,8 @@ import (
 )
 
 // ReservedNames are the user names spec.users may not use: "default" is the operator's own
-// user (its password is spec.auth).
-var ReservedNames = []string{"default"}
+// user (its password is spec.auth), ExporterUser the redis_exporter sidecar's.
+var ReservedNames = []string{"default", ExporterUser}
 
 // Categories are the ACL categories of Redis 7.0 (ACL CAT on redis-server 7.0.15).
 var Categories = []string{

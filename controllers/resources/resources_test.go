@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/acl"
 )
 
 // cluster returns a RedisCluster as the API server stores it after the
@@ -191,7 +192,9 @@ func TestStatefulSetExporterAndAffinity(t *testing.T) {
 	for _, e := range pod.Containers[1].Env {
 		env[e.Name] = e
 	}
-	if env["REDIS_ADDR"].Value != "redis://$(POD_IP):6379" || env["REDIS_PASSWORD"].ValueFrom.SecretKeyRef.Name != "cache-auth" {
+	// Its own user and password, which no rotation of spec.auth changes.
+	if env["REDIS_ADDR"].Value != "redis://$(POD_IP):6379" || env["REDIS_USER"].Value != acl.ExporterUser ||
+		env["REDIS_PASSWORD"].ValueFrom.SecretKeyRef.Name != "cache-exporter" || env["REDIS_EXPORTER_CONFIG_COMMAND"].Value != "-" {
 		t.Errorf("exporter env %+v", env)
 	}
 	if pod.Affinity.NodeAffinity == nil || len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 2 {

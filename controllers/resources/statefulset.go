@@ -194,25 +194,29 @@ func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 
 // exporterContainer is the redis_exporter sidecar
 // (github.com/oliver006/redis_exporter, configured through its documented
-// REDIS_ADDR, REDIS_PASSWORD and REDIS_EXPORTER_WEB_LISTEN_ADDRESS
-// variables). It scrapes its own pod's node and listens on the pod IP.
+// REDIS_ADDR, REDIS_USER, REDIS_PASSWORD, REDIS_EXPORTER_CONFIG_COMMAND and
+// REDIS_EXPORTER_WEB_LISTEN_ADDRESS variables). It scrapes its own pod's
+// node as acl.ExporterUser, with the password of ExporterSecretName, and
+// listens on the pod IP. That password never rotates, so the sidecar, which
+// reads it once when it starts, keeps scraping through every rotation of
+// spec.auth.
 func exporterContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
+	env := []corev1.EnvVar{
+		podIPEnv(),
+		{Name: "REDIS_ADDR", Value: "redis://$(POD_IP):6379"},
+		{Name: "REDIS_EXPORTER_WEB_LISTEN_ADDRESS", Value: "$(POD_IP):9121"},
+		{Name: "REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ExporterSecretName(rc.Name)},
+			Key:                  PasswordKey,
+		}}},
+	}
 	c := corev1.Container{
 		Name:            ExporterContainerName,
 		Image:           rc.Spec.Exporter.Image,
 		ImagePullPolicy: rc.Spec.ImagePullPolicy,
-		Env: []corev1.EnvVar{
-			podIPEnv(),
-			{Name: "REDIS_ADDR", Value: "redis://$(POD_IP):6379"},
-			{Name: "REDIS_EXPORTER_WEB_LISTEN_ADDRESS", Value: "$(POD_IP):9121"},
-			{Name: "REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(rc.Name)},
-				Key:                  PasswordKey,
-				Optional:             ptr.To(true),
-			}}},
-		},
-		Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: ExporterPort, Protocol: corev1.ProtocolTCP}},
-		Resources: rc.Spec.Exporter.Resources,
+		Env:             append(env, ExporterSettings()...),
+		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: ExporterPort, Protocol: corev1.ProtocolTCP}},
+		Resources:       rc.Spec.Exporter.Resources,
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(ExporterPort)}},
 			PeriodSeconds: 10,

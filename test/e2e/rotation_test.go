@@ -5,7 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,13 +30,15 @@ import (
 // rotationGrace is the cluster's spec.auth.rotationGracePeriod here.
 const rotationGrace = 20 * time.Second
 
-// TestRotation (label rotation): R12. A 3×1 cluster takes its password from
-// a Secret that is rotated twice in place under writes. For each rotation:
-// the new password is accepted by every node before the operator's Secret
-// hands it to clients; the old one keeps working until the grace period
-// ended and is refused afterwards; replication stays up everywhere; no pod
-// restarts; a client that follows the operator's Secret sees no failed
-// authentication; status shows the new version, never the password; no
+// TestRotation (label rotation): R12. A 3×1 cluster with the exporter
+// sidecar takes its password from a Secret that is rotated twice in place
+// under writes. For each rotation: the new password is accepted by every
+// node before the operator's Secret hands it to clients; the old one keeps
+// working until the grace period ended and is refused afterwards;
+// replication stays up everywhere; no pod restarts; every exporter still
+// scrapes its node (it logs in as its own user); a client that follows the
+// operator's Secret sees no failed authentication; status shows the new
+// version, never the password; no
 // password shows in the operator's log or in events. Then the source moves
 // to a Vault that cannot be reached: CredentialsReady=False/VaultUnreachable
 // with one event, and Redis keeps serving with the last password.
@@ -59,8 +65,10 @@ func TestRotation(t *testing.T) {
 			SecretRef:           &cachev1beta1.SecretKeySelector{Name: src.Name, Key: "password"},
 			RotationGracePeriod: &metav1.Duration{Duration: rotationGrace},
 		}
+		rc.Spec.Exporter.Enabled = true
 	})
 	rc := c.waitReady(5 * time.Minute)
+	checkExportersUp(t, c, "before the rotations")
 	if c.password() != passwords[0] {
 		t.Fatal("the operator's Secret does not hold the source password")
 	}
@@ -120,6 +128,8 @@ func TestRotation(t *testing.T) {
 		rc = c.waitReady(2 * time.Minute)
 		c.checkConverged(rc)
 		checkLinksUp(t, c, next)
+		// The sidecars, which read their password when they started, still scrape.
+		checkExportersUp(t, c, fmt.Sprintf("round %d", round))
 		if cr := rc.Status.Credentials; strings.Contains(fmt.Sprintf("%+v", cr), next) {
 			t.Fatal("status.credentials shows the password")
 		}
@@ -207,6 +217,29 @@ func TestRotation(t *testing.T) {
 	if !strings.Contains(string(logText), "Password rotation finished") {
 		t.Fatal("the operator's log has no rotation line: was the right log searched?")
 	}
+}
+
+// checkExportersUp scrapes the redis_exporter sidecar of every pod (pod IP, port 9121) and
+// fails unless each reports redis_up 1: it logged in to its node.
+func checkExportersUp(t *testing.T, c *cluster, when string) {
+	t.Helper()
+	c.poll(when+": every exporter reports redis_up 1", time.Minute, func() (bool, string) {
+		for _, p := range c.pods() {
+			resp, err := http.Get("http://" + net.JoinHostPort(p.Status.PodIP, "9121") + "/metrics")
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", p.Name, err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", p.Name, err)
+			}
+			if !slices.Contains(strings.Split(string(body), "\n"), "redis_up 1") {
+				return false, fmt.Sprintf("%s: no redis_up 1 in the scrape", p.Name)
+			}
+		}
+		return true, ""
+	})
 }
 
 // podRun identifies one run of a pod: a restart or a recreation changes it.

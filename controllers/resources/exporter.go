@@ -1,0 +1,43 @@
+package resources
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/acl"
+)
+
+// ExporterSecretName is the name of the Secret holding the password of the redis_exporter
+// sidecar's ACL user (acl.ExporterUser) in cluster rc: <rc>-exporter.
+func ExporterSecretName(rc string) string { return rc + "-exporter" }
+
+// ExporterSecret builds the operator-owned Secret ExporterSecretName: UsernameKey
+// (acl.ExporterUser) and PasswordKey, the password the operator generated for the sidecar. The
+// sidecar reads PasswordKey into REDIS_PASSWORD when it starts; the Redis container does not
+// mount it (its auth.conf has the password's hash only).
+func ExporterSecret(rc *cachev1beta1.RedisCluster, password string) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ExporterSecretName(rc.Name),
+			Namespace:       rc.Namespace,
+			Labels:          ClusterLabels(rc.Name),
+			OwnerReferences: ownerRefs(rc),
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{UsernameKey: []byte(acl.ExporterUser), PasswordKey: []byte(password)},
+	}
+}
+
+// ExporterSettings are the redis_exporter variables of the sidecar that depend neither on the
+// pod nor on a Secret: it logs in as acl.ExporterUser, and skips CONFIG GET, which that user
+// may not run (REDIS_EXPORTER_CONFIG_COMMAND "-": redis_exporter v1.61.0 and newer then skip
+// the config metrics; an older one sends "- GET *", which Redis answers with one
+// unknown-command error a scrape, counted in INFO errorstats, and nothing else).
+func ExporterSettings() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "REDIS_USER", Value: acl.ExporterUser},
+		{Name: "REDIS_EXPORTER_CONFIG_COMMAND", Value: "-"},
+	}
+}
