@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/backup"
 	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/status"
@@ -107,6 +108,10 @@ type RedisClusterReconciler struct {
 	PassBudget time.Duration
 	// RedisTimeout bounds dialing and every single Redis command.
 	RedisTimeout time.Duration
+	// BackupVault reads the access key pair of a restore's object store
+	// when it is in Vault (credentialsVault), as the backup controllers do;
+	// nil: such a restore waits, saying so in the operator's log.
+	BackupVault *backup.VaultKeys
 	// RestoreImage is the image of the init container that fetches a
 	// restored shard's RDB (the operator's own); DefaultRestoreImage when empty.
 	RestoreImage string

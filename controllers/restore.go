@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/backup"
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
@@ -35,14 +38,18 @@ const restoreRetry = 15 * time.Second
 // (status.formedTime) it does nothing, and the init container goes.
 func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	b := s.rc.Spec.Bootstrap
-	if b == nil || b.FromBackup == nil || s.rc.Status.FormedTime != nil {
+	if b == nil || b.FromBackup == nil {
 		return ctrl.Result{}, false, nil
 	}
+	if s.rc.Status.FormedTime != nil {
+		return ctrl.Result{}, false, r.deleteRestoreKeys(ctx, s)
+	}
 	spec, path, err := r.restoreSource(ctx, s.rc)
+	ownedKeys := false
 	if err == nil && spec.CredentialsVault != nil {
 		// The pods' init containers read the keys from a Secret (env).
-		err = &invalidRestoreError{"spec.bootstrap.fromBackup: the backup's object store has credentialsVault, which a restore does not read yet: " +
-			"give fromBackup.objectStore (with a credentialsSecretRef) and path"}
+		spec, err = r.restoreKeysFromVault(ctx, s, spec)
+		ownedKeys = true
 	}
 	var store *backup.Store
 	if err == nil {
@@ -55,11 +62,13 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 		return ctrl.Result{}, true, reconcile.TerminalError(err)
 	case err != nil:
 		s.log.Info("Waiting for the backup to restore", "reason", err.Error())
+		s.obs.RestoreWaiting = fmt.Sprintf("Waiting to restore the backup: %v; retried every %s.", err, restoreRetry)
 		return ctrl.Result{RequeueAfter: restoreRetry}, true, nil
 	}
 	m, err := backup.ReadManifest(ctx, store, path)
 	if err != nil {
 		s.log.Info("Waiting for the backup's manifest", "path", path, "reason", err.Error())
+		s.obs.RestoreWaiting = fmt.Sprintf("Waiting to restore the backup: its manifest %s cannot be read: %v; retried every %s.", backup.ManifestKey(path), err, restoreRetry)
 		return ctrl.Result{RequeueAfter: restoreRetry}, true, nil
 	}
 	if err := restorable(m, s.rc); err != nil {
@@ -70,8 +79,63 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 	if image == "" {
 		image = DefaultRestoreImage
 	}
-	s.restore = &resources.Restore{Image: image, ObjectStore: *spec, Path: path}
+	s.restore = &resources.Restore{Image: image, ObjectStore: *spec, Path: path, OwnedKeys: ownedKeys}
 	return ctrl.Result{}, false, nil
+}
+
+// restoreKeysFromVault reads the access key pair of spec's credentialsVault with
+// r.BackupVault (the login and address policy of the backups; an empty serviceAccountName
+// logs in as the restored cluster's service account) into the owned Secret
+// resources.RestoreKeysSecretName, and returns a copy of spec that names that Secret as its
+// credentialsSecretRef instead: the restore init containers read keys from a Secret, never
+// from Vault. The Secret is deleted once the cluster is formed (deleteRestoreKeys).
+func (r *RedisClusterReconciler) restoreKeysFromVault(ctx context.Context, s *scope, spec *cachev1beta1.ObjectStoreSpec) (*cachev1beta1.ObjectStoreSpec, error) {
+	if r.BackupVault == nil {
+		return nil, errors.New("this operator has no Vault client for object stores")
+	}
+	keys, err := r.BackupVault.Keys(ctx, s.rc.Namespace, s.rc.Name, spec.CredentialsVault)
+	if err != nil {
+		return nil, fmt.Errorf("reading the object store's keys from Vault (%s): %w", credentials.Reason(err), err)
+	}
+	desired := resources.RestoreKeysSecret(s.rc, keys.AccessKeyID, keys.SecretAccessKey)
+	live := &corev1.Secret{}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if err != nil || !secretUpToDate(live, desired) {
+		if err == nil {
+			if err := checkControlled(s.rc, live); err != nil {
+				return nil, err
+			}
+		}
+		s.log.Info("Applying Secret", "secret", desired.Name, "for", "restore")
+		if err := r.Client.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("applying Secret %s: %w", desired.Name, err)
+		}
+	}
+	out := spec.DeepCopy()
+	out.CredentialsVault = nil
+	out.CredentialsSecretRef = &cachev1beta1.ObjectStoreCredentials{Name: desired.Name}
+	return out, nil
+}
+
+// deleteRestoreKeys deletes the Secret restoreKeysFromVault wrote, once the cluster is formed
+// and no pod needs to fetch anything. It reads the cache only, so a formed cluster costs no
+// API call per pass.
+func (r *RedisClusterReconciler) deleteRestoreKeys(ctx context.Context, s *scope) error {
+	sec := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: resources.RestoreKeysSecretName(s.rc.Name)}, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading Secret %s: %w", resources.RestoreKeysSecretName(s.rc.Name), err)
+	case !metav1.IsControlledBy(sec, s.rc):
+		return nil
+	}
+	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Secret %s: %w", sec.Name, err)
+	}
+	s.log.Info("Deleted the restore's object store keys", "secret", sec.Name)
+	return nil
 }
 
 // invalidRestoreError is a fromBackup that can never be restored as written.

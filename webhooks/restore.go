@@ -18,14 +18,8 @@ import (
 // another shard count, a newer Redis than the image's). A backup still
 // running is accepted (the controller waits for it); a backup given by
 // object store and path is checked by the controller, which reads its
-// manifest. Without Backups nothing is checked but that fromBackup's own
-// objectStore has no credentialsVault (a restore does not read Vault).
+// manifest. Without Backups nothing is checked.
 func (v *Validator) checkRestore(ctx context.Context, old, obj *cachev1beta1.RedisCluster, r *result) error {
-	if old == nil && obj.Spec.Bootstrap != nil && obj.Spec.Bootstrap.FromBackup != nil &&
-		obj.Spec.Bootstrap.FromBackup.ObjectStore != nil && obj.Spec.Bootstrap.FromBackup.ObjectStore.CredentialsVault != nil {
-		r.add(field.Forbidden(field.NewPath("spec", "bootstrap", "fromBackup", "objectStore", "credentialsVault"),
-			"a restore reads the object store's keys from a Secret only: use credentialsSecretRef"))
-	}
 	if v.Backups == nil || old != nil || obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.FromBackup == nil ||
 		obj.Spec.Bootstrap.FromBackup.BackupName == "" {
 		return nil

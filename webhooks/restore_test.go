@@ -15,8 +15,9 @@ import (
 // TestCheckRestore: a new cluster restoring from a named backup is refused
 // at admission, with backupName named, when the backup does not exist,
 // failed, has another shard count or was taken with a newer Redis than the
-// image; a backup still running or one that fits is accepted, and an
-// update is never checked (the restore happened at create).
+// image; a backup still running or one that fits is accepted, as is an
+// object store with credentialsVault, and an update is never checked (the
+// restore happened at create).
 func TestCheckRestore(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := cachev1beta1.AddToScheme(scheme); err != nil {
@@ -68,5 +69,14 @@ func TestCheckRestore(t *testing.T) {
 		if _, err := v.ValidateV1beta1(context.Background(), rc.DeepCopy(), rc); err != nil && strings.Contains(err.Error(), "backupName") {
 			t.Errorf("update of a cluster restored from %s: %v", tc.backup, err)
 		}
+	}
+
+	// An object store whose keys are in Vault: the controller reads them.
+	rc := validHub()
+	rc.Spec.Bootstrap = &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{Path: "p/ns/c/b",
+		ObjectStore: &cachev1beta1.ObjectStoreSpec{Endpoint: "https://s3.example.com", Bucket: "backups",
+			CredentialsVault: &cachev1beta1.ObjectStoreVaultCredentials{Vault: *vaultAuth().Vault}}}}
+	if _, err := v.ValidateV1beta1(context.Background(), nil, rc); err != nil {
+		t.Errorf("restore with credentialsVault: refused: %v", err)
 	}
 }

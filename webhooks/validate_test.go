@@ -133,12 +133,6 @@ func TestMalformedSpecs(t *testing.T) {
 			rc.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: ""}}
 		}, want: "spec.imagePullSecrets[0].name: Required value: the name of a Secret of type kubernetes.io/dockerconfigjson"},
 
-		{name: "restore with Vault credentials", hub: func(rc *cachev1beta1.RedisCluster) {
-			rc.Spec.Bootstrap = &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{Path: "p/ns/c/b",
-				ObjectStore: &cachev1beta1.ObjectStoreSpec{Endpoint: "https://s3.example.com", Bucket: "backups",
-					CredentialsVault: &cachev1beta1.ObjectStoreVaultCredentials{Vault: *vaultAuth().Vault}}}}
-		}, want: "spec.bootstrap.fromBackup.objectStore.credentialsVault: Forbidden: a restore reads the object store's keys from a Secret only: use credentialsSecretRef"},
-
 		// v1beta1: redis.conf keys the operator owns.
 		{name: "port", hub: config("port", "7000"),
 			want: "spec.config[port]: Forbidden: port is set by the operator: the operator sets the addresses and ports every pod listens on and announces, which the cluster bus and the clients rely on"},

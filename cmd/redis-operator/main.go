@@ -140,6 +140,15 @@ func main() {
 	}
 	ctx := ctrl.SetupSignalHandler()
 
+	// The backup controllers and a restore (spec.bootstrap.fromBackup) read
+	// an object store's credentialsVault with spec.auth.vault's address
+	// policy.
+	backupVault, err := backup.NewVaultKeys(mgr.GetConfig(), *vaultAddresses, reconciler.RedisTimeout, log.WithName("backup-vault"))
+	if err != nil {
+		log.Error(err, "Cannot set up the backups' Vault client")
+		os.Exit(1)
+	}
+	reconciler.BackupVault = backupVault
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: maxConcurrent}); err != nil {
 		log.Error(err, "Cannot set up the RedisCluster controller")
 		os.Exit(1)
@@ -147,13 +156,6 @@ func main() {
 
 	// RedisClusterBackups (controllers/backup): each shard's RDB streamed
 	// to the object store, the manifest last.
-	// Both read an object store's credentialsVault with spec.auth.vault's
-	// address policy.
-	backupVault, err := backup.NewVaultKeys(mgr.GetConfig(), *vaultAddresses, reconciler.RedisTimeout, log.WithName("backup-vault"))
-	if err != nil {
-		log.Error(err, "Cannot set up the backups' Vault client")
-		os.Exit(1)
-	}
 	if err := (&backup.Reconciler{Vault: backupVault}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		log.Error(err, "Cannot set up the RedisClusterBackup controller")
 		os.Exit(1)

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -24,6 +25,32 @@ type Restore struct {
 	Image       string
 	ObjectStore cachev1beta1.ObjectStoreSpec
 	Path        string
+	// OwnedKeys says ObjectStore's credentialsSecretRef is RestoreKeysSecretName, which the
+	// operator writes from the backup's credentialsVault and deletes once the cluster is
+	// formed: the init container then reads it as optional, so that a pod started again
+	// after that (its data volume already holds the node, nothing to fetch) is not held up.
+	OwnedKeys bool
+}
+
+// RestoreKeysSecretName is the name of the Secret holding, while cluster rc is restored, the
+// object store's access key pair the operator read from Vault: <rc>-restore-keys.
+func RestoreKeysSecretName(rc string) string { return rc + "-restore-keys" }
+
+// RestoreKeysSecret builds the operator-owned Secret RestoreKeysSecretName with the access
+// key pair under the default keys of an object store's credentialsSecretRef (accessKeyID,
+// secretAccessKey), for the restore init containers.
+func RestoreKeysSecret(rc *cachev1beta1.RedisCluster, accessKeyID, secretAccessKey string) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            RestoreKeysSecretName(rc.Name),
+			Namespace:       rc.Namespace,
+			Labels:          ClusterLabels(rc.Name),
+			OwnerReferences: ownerRefs(rc),
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"accessKeyID": []byte(accessKeyID), "secretAccessKey": []byte(secretAccessKey)},
+	}
 }
 
 // WithRestore adds to shard's StatefulSet the init container that places
@@ -49,7 +76,7 @@ func WithRestore(sts *appsv1.StatefulSet, shard int, r *Restore) {
 	if ref := store.CredentialsSecretRef; ref != nil {
 		for _, kv := range [][2]string{{"AWS_ACCESS_KEY_ID", or(ref.AccessKeyIDKey, "accessKeyID")}, {"AWS_SECRET_ACCESS_KEY", or(ref.SecretAccessKeyKey, "secretAccessKey")}} {
 			env = append(env, corev1.EnvVar{Name: kv[0], ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: kv[1],
+				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: kv[1], Optional: optional(r.OwnedKeys),
 			}}})
 		}
 	}
@@ -85,4 +112,12 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// optional is nil (the API's default, false) or true.
+func optional(b bool) *bool {
+	if !b {
+		return nil
+	}
+	return ptr.To(true)
 }

@@ -59,3 +59,27 @@ func TestWithRestore(t *testing.T) {
 		t.Error("the applied hash did not change")
 	}
 }
+
+// A restore whose keys the operator read from Vault: the init container reads them from
+// RestoreKeysSecret, as optional (the Secret goes once the cluster is formed); a Secret the
+// user gave stays required.
+func TestWithRestoreOwnedKeys(t *testing.T) {
+	rc := cluster()
+	sec := RestoreKeysSecret(rc, "AKID", "SECRET")
+	if sec.Name != "cache-restore-keys" || string(sec.Data["accessKeyID"]) != "AKID" || string(sec.Data["secretAccessKey"]) != "SECRET" ||
+		len(sec.OwnerReferences) != 1 || sec.Labels[LabelCluster] != rc.Name {
+		t.Fatalf("RestoreKeysSecret %+v", sec)
+	}
+	for _, owned := range []bool{true, false} {
+		sts := StatefulSet(rc, 0, Placement{})
+		WithRestore(sts, 0, &Restore{Image: "op", Path: "p", OwnedKeys: owned, ObjectStore: cachev1beta1.ObjectStoreSpec{
+			Endpoint: "https://s3.example", Bucket: "bk", CredentialsSecretRef: &cachev1beta1.ObjectStoreCredentials{Name: sec.Name}}})
+		for _, e := range sts.Spec.Template.Spec.InitContainers[0].Env {
+			if ref := e.ValueFrom.SecretKeyRef; ref != nil {
+				if ref.Name != sec.Name || (ref.Optional != nil && *ref.Optional) != owned {
+					t.Errorf("owned %v: %s from %+v", owned, e.Name, ref)
+				}
+			}
+		}
+	}
+}

@@ -35,6 +35,9 @@ type Observation struct {
 	// know pod b's address 10.96.0.7"), "" when every node knows every
 	// address.
 	AnnouncePending string
+	// RestoreWaiting says why a restore (spec.bootstrap.fromBackup) cannot
+	// start yet, as a sentence; "" when no restore waits.
+	RestoreWaiting string
 	// ReconcileErr: a step of this pass failed (API call, Redis command);
 	// it is retried with backoff.
 	ReconcileErr error
@@ -484,6 +487,8 @@ func progressingCondition(rc *cachev1beta1.RedisCluster, o *Observation) conditi
 	switch {
 	case o.SpecErr != nil:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterInvalidSpecReason, "Nothing can progress until the spec is fixed."}
+	case o.RestoreWaiting != "":
+		return conditionResult{metav1.ConditionTrue, cachev1beta1.RedisClusterRestoreWaitingReason, o.RestoreWaiting}
 	case !o.PodsObserved:
 		return conditionResult{metav1.ConditionUnknown, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
 	case o.LostMessage() != "":
@@ -509,6 +514,8 @@ func readyCondition(rc *cachev1beta1.RedisCluster, o *Observation, degraded, pro
 		return conditionResult{metav1.ConditionFalse, creds.reason, creds.message}
 	case degraded.status == metav1.ConditionTrue:
 		return conditionResult{metav1.ConditionFalse, degraded.reason, degraded.message}
+	case o.RestoreWaiting != "":
+		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterRestoreWaitingReason, o.RestoreWaiting}
 	case !o.PodsObserved:
 		return conditionResult{metav1.ConditionFalse, cachev1beta1.RedisClusterUnknownReason, "The pass stopped before the pods were observed."}
 	case progressing.reason != cachev1beta1.RedisClusterReadyReason && progressing.reason != cachev1beta1.RedisClusterInvalidSpecReason:

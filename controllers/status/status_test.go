@@ -227,6 +227,14 @@ func TestApplyObservation(t *testing.T) {
 			want: want{"False/InvalidSpec", "False/InvalidSpec", "True/InvalidSpec", "Unknown/NotObservedYet", cachev1beta1.PhaseFailed, false},
 		},
 		{
+			name: "a restore waiting for its backup", succeeded: true,
+			mutate: func(o *Observation) {
+				o.RestoreWaiting = "Waiting to restore the backup: RedisClusterBackup b1 is Running, not Completed yet; retried every 15s."
+				o.PodsObserved, o.Topology = false, nil
+			},
+			want: want{"False/RestoreWaiting", "True/RestoreWaiting", "Unknown/NotObservedYet", "Unknown/NotObservedYet", cachev1beta1.PhasePending, true},
+		},
+		{
 			name: "paused and healthy: the planner finds nothing to do", paused: true, succeeded: true,
 			mutate: func(o *Observation) { o.Topology.EngineRan, o.Topology.Planned = false, true },
 			want:   want{"True/Ready", "False/Ready", "False/Ready", "True/Ready", cachev1beta1.PhaseReady, true},

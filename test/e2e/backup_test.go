@@ -147,7 +147,8 @@ func hasManifest(t *testing.T, srv *s3test.Server, bucket string, b *cachev1beta
 }
 
 // TestBackup (label backup): backups of a 3×1 cluster to SeaweedFS's S3
-// gateway, restores from them, and the failures each with its condition.
+// gateway, restores from them (also with the object store's keys in Vault),
+// and the failures each with its condition.
 func TestBackup(t *testing.T) {
 	t.Run("restore", func(t *testing.T) {
 		scenario(t, "backup/restore")
@@ -238,6 +239,47 @@ func TestBackup(t *testing.T) {
 			}
 			t.Logf("%s: %s", name, backupSummary(b))
 		}
+	})
+
+	t.Run("restore-vault", func(t *testing.T) {
+		scenario(t, "backup/restore-vault")
+		srv := suiteStore(t)
+		srv.MakeBucket(t, "vault")
+		c := newCluster(t, "backup-vault", nil)
+		vault, _, _ := startVaultForNamespace(t, c.ns, "secret/data/s3/*")
+		if _, err := vault.KVv2("secret").Put(context.Background(), "s3/keys",
+			map[string]any{"accessKeyID": s3test.AccessKey, "secretAccessKey": s3test.SecretKey}); err != nil {
+			t.Fatalf("writing secret/s3/keys: %v", err)
+		}
+		store := storeSpec(srv, "vault", "")
+		store.CredentialsSecretRef = nil
+		store.CredentialsVault = &cachev1beta1.ObjectStoreVaultCredentials{Vault: cachev1beta1.VaultSource{
+			Address: vault.Address(), CASecretRef: vaultCARef(), Mount: "secret", Path: "s3/keys",
+			Role: vaultRole, AuthMount: "kubernetes", Audience: vaultAudience, ServiceAccountName: vaultLoginSA,
+		}}
+		c.waitReady(5 * time.Minute)
+		keys := loadKeys(t, c.clusterClient(), "bulk", 20000)
+		createBackup(t, c.ns, "b1", c.name, store)
+		b := waitBackup(t, c.ns, "b1", 5*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
+			return b.Status.Phase == cachev1beta1.BackupCompleted || b.Status.Phase == cachev1beta1.BackupFailed
+		})
+		if b.Status.Phase != cachev1beta1.BackupCompleted || !hasManifest(t, srv, "vault", b) {
+			t.Fatalf("backup with the keys in Vault: %s", backupSummary(b))
+		}
+
+		// The restore reads the same keys from Vault; its pods get them in a
+		// Secret of the operator's, gone once the cluster is formed.
+		restored := restoreCluster(t, c.ns, "backup-vault-restored", "64Mi", "b1")
+		restored.waitReady(5 * time.Minute)
+		if lost, wrong := keys.check(t, restored.clusterClient(), nil); len(lost)+len(wrong) > 0 {
+			t.Fatalf("bulk keys: %d lost (first %s), %d wrong (first %s)", len(lost), first(lost), len(wrong), first(wrong))
+		}
+		keysSecret := client.ObjectKey{Namespace: c.ns, Name: resources.RestoreKeysSecretName(restored.name)}
+		waitFor(t, "the restore's keys Secret deleted", time.Minute, func() (bool, string) {
+			err := env.k8s.Get(context.Background(), keysSecret, &corev1.Secret{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("Secret %s: %v", keysSecret.Name, err)
+		})
+		t.Logf("backup and restore with the object store's keys in Vault: 20000 keys read back")
 	})
 
 	t.Run("operator-killed", func(t *testing.T) {

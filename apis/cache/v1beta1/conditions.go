@@ -95,6 +95,10 @@ const (
 	RedisClusterVaultUnreachableReason = "VaultUnreachable"
 	// RedisClusterVaultPermissionDeniedReason: Vault refused the login or the read.
 	RedisClusterVaultPermissionDeniedReason = "VaultPermissionDenied"
+	// RedisClusterRestoreWaitingReason: a restore (spec.bootstrap.fromBackup)
+	// cannot start yet: the backup is not Completed, or its object store or
+	// Vault does not answer or refuses.
+	RedisClusterRestoreWaitingReason = "RestoreWaiting"
 	// RedisClusterUnknownReason: not observed yet.
 	RedisClusterUnknownReason = "NotObservedYet"
 )

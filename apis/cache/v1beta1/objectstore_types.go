@@ -42,9 +42,10 @@ type ObjectStoreSpec struct {
 
 	// CredentialsVault reads the access key pair from a Vault KV v2 secret,
 	// logging in as a RedisCluster's spec.auth.vault does. At most one of
-	// credentialsSecretRef and credentialsVault. Backups and retention read
-	// it; a restore (spec.bootstrap.fromBackup) does not yet: restore with
-	// fromBackup.objectStore and a credentialsSecretRef.
+	// credentialsSecretRef and credentialsVault. Backups, retention and
+	// restores (spec.bootstrap.fromBackup) read it; a restore hands the pair
+	// to its pods in the Secret <cluster>-restore-keys, deleted once the
+	// cluster is formed.
 	// +optional
 	CredentialsVault *ObjectStoreVaultCredentials `json:"credentialsVault,omitempty"`
 
