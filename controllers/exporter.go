@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,61 +27,99 @@ import (
 //
 //   - exporterUser, from prepareUsers: reads the Secret, creates it with a new password when it
 //     is missing, and gives prepareUsers the user to add to auth.conf, so that every node that
-//     starts has it before its sidecar scrapes;
+//     starts has it before its sidecar scrapes. The Secret's UID goes into the pod template
+//     (resources.Placement.ExporterSecretUID): a password made again (the Secret deleted or
+//     emptied by hand) rolls the pods, whose sidecars could not log in with the old one.
 //   - reconcileExporterUser, from reconcileUsers: sets the user on every running node (ACL
 //     SETUSER; a node that already has it as it is is skipped, so a settled cluster sends
-//     nothing). With the exporter disabled, a Secret left from before means the user is still
-//     on the nodes: it is deleted there (ACL DELUSER), then the Secret.
+//     nothing).
+//
+// The user stays while any pod still runs the sidecar: disabling the exporter deletes the user
+// on the nodes (ACL DELUSER), then the Secret, only once the roll that removes the sidecars is
+// over, and enabling it again meanwhile keeps the password the sidecars have.
 
-// exporterUser returns the sidecar's ACL user, creating its Secret the first time; nil when
-// spec.exporter is disabled.
-func (r *RedisClusterReconciler) exporterUser(ctx context.Context, s *scope) (*acl.User, error) {
+// exporterUser returns the sidecar's ACL user and its Secret's UID, creating the Secret when
+// spec.exporter is enabled and it is missing; nil when the exporter is disabled and no pod
+// runs the sidecar, or when a Secret of that name is not this cluster's (reported, and the
+// pass goes on without the user).
+func (r *RedisClusterReconciler) exporterUser(ctx context.Context, s *scope) (*acl.User, string, error) {
 	rc := s.rc
-	if !rc.Spec.Exporter.Enabled {
-		return nil, nil
-	}
 	key := client.ObjectKey{Namespace: rc.Namespace, Name: resources.ExporterSecretName(rc.Name)}
 	sec := &corev1.Secret{}
-	// getChild asks the API server when the cache does not show the Secret: a password is
-	// never generated again to replace the one running sidecars hold.
-	err := r.getChild(ctx, key, sec)
+	var err error
+	if rc.Spec.Exporter.Enabled {
+		// getChild asks the API server when the cache does not show the Secret: a password
+		// is never made again to replace the one running sidecars hold.
+		err = r.getChild(ctx, key, sec)
+	} else {
+		// Only the cache: a cluster without the exporter costs no API call per pass.
+		err = r.Client.Get(ctx, key, sec)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		sec = nil
 	case err != nil:
-		return nil, fmt.Errorf("reading Secret %s: %w", key.Name, err)
-	default:
-		if err := checkControlled(rc, sec); err != nil {
-			return nil, err
+		return nil, "", fmt.Errorf("reading Secret %s: %w", key.Name, err)
+	case !metav1.IsControlledBy(sec, rc):
+		if rc.Spec.Exporter.Enabled {
+			s.log.Info("The exporter's Secret belongs to something else; the sidecar cannot log in", "secret", key.Name)
+			s.warning("ExporterSecretConflict", "Secret %s exists and is not this cluster's: the exporter sidecar cannot log in until it is renamed or deleted", key.Name)
+		}
+		return nil, "", nil
+	}
+	if !rc.Spec.Exporter.Enabled {
+		if sec == nil {
+			return nil, "", nil
+		}
+		running, err := r.exporterSidecarsRun(ctx, s)
+		if err != nil || !running {
+			return nil, "", err
 		}
 	}
 	if sec != nil && len(sec.Data[resources.PasswordKey]) > 0 {
-		return &acl.User{Name: acl.ExporterUser, Rules: acl.ExporterRules, Passwords: []string{string(sec.Data[resources.PasswordKey])}}, nil
+		return &acl.User{Name: acl.ExporterUser, Rules: acl.ExporterRules, Passwords: []string{string(sec.Data[resources.PasswordKey])}}, string(sec.UID), nil
+	}
+	if !rc.Spec.Exporter.Enabled {
+		return nil, "", nil
+	}
+	if sec != nil {
+		// Emptied by hand: made again under a new UID, so that the pods roll.
+		if err := r.Client.Delete(ctx, sec, client.Preconditions{UID: &sec.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, "", fmt.Errorf("deleting Secret %s: %w", key.Name, err)
+		}
 	}
 	b := make([]byte, generatedPasswordBytes)
 	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("generating the exporter's password: %w", err)
+		return nil, "", fmt.Errorf("generating the exporter's password: %w", err)
 	}
 	pw := base64.RawURLEncoding.EncodeToString(b)
-	desired := resources.ExporterSecret(rc, pw)
-	if sec == nil {
-		err = r.Client.Create(ctx, desired)
-	} else {
-		// Emptied by hand: the sidecars cannot have started with it.
-		sec.Data = desired.Data
-		err = r.Client.Update(ctx, sec)
-	}
-	if err != nil {
-		// AlreadyExists or a conflict: another pass wrote it; the next pass reads it.
-		return nil, fmt.Errorf("writing Secret %s: %w", key.Name, err)
+	created := resources.ExporterSecret(rc, pw)
+	if err := r.Client.Create(ctx, created); err != nil {
+		// AlreadyExists: another pass made it; the next pass reads it.
+		return nil, "", fmt.Errorf("creating Secret %s: %w", key.Name, err)
 	}
 	s.log.Info("Created the exporter's ACL user password", "secret", key.Name, "user", acl.ExporterUser)
-	return &acl.User{Name: acl.ExporterUser, Rules: acl.ExporterRules, Passwords: []string{pw}}, nil
+	return &acl.User{Name: acl.ExporterUser, Rules: acl.ExporterRules, Passwords: []string{pw}}, string(created.UID), nil
 }
 
-// reconcileExporterUser sets s.exporter on the running nodes eps, or, with the exporter
-// disabled, deletes a user left from before, then its Secret. It returns when to look again:
-// soon after a node refused.
+// exporterSidecarsRun reports whether a pod of the cluster still has the exporter sidecar in
+// its spec (from the cache).
+func (r *RedisClusterReconciler) exporterSidecarsRun(ctx context.Context, s *scope) (bool, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.rc.Namespace), managedBy(s.rc)); err != nil {
+		return false, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == resources.ExporterContainerName }) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// reconcileExporterUser sets s.exporter on the running nodes eps or, once no pod runs the
+// sidecar and the exporter is disabled, deletes a user left from before, then its Secret. It
+// returns when to look again: soon after a node refused.
 func (r *RedisClusterReconciler) reconcileExporterUser(ctx context.Context, s *scope, eng *topology.Engine, eps []topology.Endpoint) (ctrl.Result, error) {
 	rc := s.rc
 	if s.exporter != nil {
@@ -93,7 +132,9 @@ func (r *RedisClusterReconciler) reconcileExporterUser(ctx context.Context, s *s
 		}
 		return ctrl.Result{}, nil
 	}
-	// Only the cache: a cluster that never had the exporter costs no API call per pass.
+	if rc.Spec.Exporter.Enabled {
+		return ctrl.Result{}, nil // its Secret is another's (exporterUser reported it)
+	}
 	sec := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: resources.ExporterSecretName(rc.Name)}, sec)
 	switch {

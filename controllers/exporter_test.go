@@ -18,7 +18,10 @@ import (
 // TestExporterUser: with spec.exporter.enabled the sidecar gets its own ACL user: a Secret
 // <cluster>-exporter with a generated password, which later passes never replace; its
 // hash in auth.conf with the exporter's rules, so pods start with the user; the sidecar
-// reads that Secret. Disabling the exporter deletes the Secret and the auth.conf line.
+// reads that Secret, whose UID the pod template carries. A Secret deleted by hand comes back
+// with a new password and UID, and the template follows (the pods roll). Disabling the
+// exporter (no pod runs here, so none has the sidecar) deletes the Secret and the auth.conf
+// line.
 func TestExporterUser(t *testing.T) {
 	ns := newNamespace(t)
 	rc := newCluster(t, ns, "exp", func(rc *cachev1beta1.RedisCluster) {
@@ -48,19 +51,25 @@ func TestExporterUser(t *testing.T) {
 		t.Error("auth.conf holds the exporter's plain-text password")
 	}
 	var sts appsv1.StatefulSet
-	eventually(t, "the sidecar reading the exporter's Secret", func() error {
-		if err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "exp-shard-0"}, &sts); err != nil {
-			return err
-		}
-		for _, c := range sts.Spec.Template.Spec.Containers {
-			for _, e := range c.Env {
-				if c.Name == resources.ExporterContainerName && e.Name == "REDIS_PASSWORD" && e.ValueFrom.SecretKeyRef.Name == key.Name {
-					return nil
+	sidecarReads := func(uid string) func() error {
+		return func() error {
+			if err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "exp-shard-0"}, &sts); err != nil {
+				return err
+			}
+			if got := sts.Spec.Template.Annotations[resources.ExporterSecretAnnotation]; got != uid {
+				return fmt.Errorf("template annotation %s=%q, want the Secret's UID %q", resources.ExporterSecretAnnotation, got, uid)
+			}
+			for _, c := range sts.Spec.Template.Spec.Containers {
+				for _, e := range c.Env {
+					if c.Name == resources.ExporterContainerName && e.Name == "REDIS_PASSWORD" && e.ValueFrom.SecretKeyRef.Name == key.Name {
+						return nil
+					}
 				}
 			}
+			return fmt.Errorf("containers %+v", sts.Spec.Template.Spec.Containers)
 		}
-		return fmt.Errorf("containers %+v", sts.Spec.Template.Spec.Containers)
-	})
+	}
+	eventually(t, "the sidecar reading the exporter's Secret", sidecarReads(string(sec.UID)))
 
 	// Later passes (a spec change starts one) keep the password.
 	got := getCluster(t, rc)
@@ -77,6 +86,22 @@ func TestExporterUser(t *testing.T) {
 	if err := k8s.Get(testCtx, key, sec); err != nil || string(sec.Data["password"]) != pw {
 		t.Fatalf("the exporter's password changed (or its Secret is gone: %v)", err)
 	}
+
+	// Deleted by hand: a new password under a new UID, which the template
+	// carries, so that the pods roll and their sidecars start with it.
+	if err := k8s.Delete(testCtx, sec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new exporter Secret", func() error {
+		if err := k8s.Get(testCtx, key, sec); err != nil {
+			return err
+		}
+		if string(sec.Data["password"]) == pw {
+			return fmt.Errorf("the same password")
+		}
+		return nil
+	})
+	eventually(t, "the template carrying the new Secret's UID", sidecarReads(string(sec.UID)))
 
 	got = getCluster(t, rc)
 	got.Spec.Exporter.Enabled = false

@@ -140,7 +140,8 @@ func listNodes(ctx context.Context, r client.Reader) ([]corev1.Node, error) {
 }
 
 // placeShards decides each shard's placement (s.placement) before the
-// StatefulSets are applied. A rule the nodes allow (nodeCache.placement)
+// StatefulSets are applied, and gives each the exporter Secret's UID
+// (s.exporterSecretUID) for the pod template. A rule the nodes allow (nodeCache.placement)
 // is taken up by a shard whose StatefulSet is new or already requires it;
 // a live shard that does not require it yet takes it up only when its
 // pods already keep it (every pod scheduled, on distinct nodes, or in
@@ -204,6 +205,10 @@ func (r *RedisClusterReconciler) placeShards(ctx context.Context, s *scope) erro
 		}
 		p.ShardNodesRequired = p.ShardNodesRequired && (have.ShardNodesRequired || nodesApart)
 		p.ShardZonesRequired = p.ShardZonesRequired && (have.ShardZonesRequired || zonesApart)
+		s.placement[i] = p
+	}
+	for i, p := range s.placement {
+		p.ExporterSecretUID = s.exporterSecretUID
 		s.placement[i] = p
 	}
 	return nil

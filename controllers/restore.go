@@ -38,10 +38,8 @@ const restoreRetry = 15 * time.Second
 // (status.formedTime) it does nothing, and the init container goes.
 func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	b := s.rc.Spec.Bootstrap
-	if b == nil || b.FromBackup == nil {
-		return ctrl.Result{}, false, nil
-	}
-	if s.rc.Status.FormedTime != nil {
+	if b == nil || b.FromBackup == nil || s.rc.Status.FormedTime != nil {
+		// No restore pending (done, or fromBackup removed before it ran).
 		return ctrl.Result{}, false, r.deleteRestoreKeys(ctx, s)
 	}
 	spec, path, err := r.restoreSource(ctx, s.rc)
@@ -88,38 +86,55 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 // logs in as the restored cluster's service account) into the owned Secret
 // resources.RestoreKeysSecretName, and returns a copy of spec that names that Secret as its
 // credentialsSecretRef instead: the restore init containers read keys from a Secret, never
-// from Vault. The Secret is deleted once the cluster is formed (deleteRestoreKeys).
+// from Vault. When Vault does not answer or refuses after it gave a pair, the restore goes on
+// with that pair (the init containers may already be using it). The Secret is deleted once
+// the cluster is formed or fromBackup is removed (deleteRestoreKeys).
 func (r *RedisClusterReconciler) restoreKeysFromVault(ctx context.Context, s *scope, spec *cachev1beta1.ObjectStoreSpec) (*cachev1beta1.ObjectStoreSpec, error) {
-	if r.BackupVault == nil {
-		return nil, errors.New("this operator has no Vault client for object stores")
-	}
-	keys, err := r.BackupVault.Keys(ctx, s.rc.Namespace, s.rc.Name, spec.CredentialsVault)
-	if err != nil {
-		return nil, fmt.Errorf("reading the object store's keys from Vault (%s): %w", credentials.Reason(err), err)
-	}
-	desired := resources.RestoreKeysSecret(s.rc, keys.AccessKeyID, keys.SecretAccessKey)
+	name := resources.RestoreKeysSecretName(s.rc.Name)
 	live := &corev1.Secret{}
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if err != nil || !secretUpToDate(live, desired) {
-		if err == nil {
-			if err := checkControlled(s.rc, live); err != nil {
-				return nil, err
-			}
+	// getChild asks the API server when the cache does not show it: a Secret of that name
+	// that is not this cluster's is never overwritten.
+	err := r.getChild(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Secret %s: %w", name, err)
+	default:
+		if err := checkControlled(s.rc, live); err != nil {
+			return nil, err
 		}
-		s.log.Info("Applying Secret", "secret", desired.Name, "for", "restore")
-		if err := r.Client.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return nil, fmt.Errorf("applying Secret %s: %w", desired.Name, err)
+	}
+	var keys backup.Keys
+	if r.BackupVault == nil {
+		err = errors.New("this operator has no Vault client for object stores")
+	} else if keys, err = r.BackupVault.Keys(ctx, s.rc.Namespace, s.rc.Name, spec.CredentialsVault); err != nil {
+		err = fmt.Errorf("reading the object store's keys from Vault (%s): %w", credentials.Reason(err), err)
+	}
+	switch {
+	case err != nil && live == nil:
+		return nil, err
+	case err != nil:
+		// The pods have the pair Vault gave before: the restore goes on with it.
+		s.log.Info("Vault did not give the object store's keys; the restore goes on with those it gave before", "secret", name, "reason", err.Error())
+	default:
+		desired := resources.RestoreKeysSecret(s.rc, keys.AccessKeyID, keys.SecretAccessKey)
+		if live == nil || !secretUpToDate(live, desired) {
+			s.log.Info("Applying Secret", "secret", name, "for", "restore")
+			if err := r.Client.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+				return nil, fmt.Errorf("applying Secret %s: %w", name, err)
+			}
 		}
 	}
 	out := spec.DeepCopy()
 	out.CredentialsVault = nil
-	out.CredentialsSecretRef = &cachev1beta1.ObjectStoreCredentials{Name: desired.Name}
+	out.CredentialsSecretRef = &cachev1beta1.ObjectStoreCredentials{Name: name}
 	return out, nil
 }
 
-// deleteRestoreKeys deletes the Secret restoreKeysFromVault wrote, once the cluster is formed
-// and no pod needs to fetch anything. It reads the cache only, so a formed cluster costs no
-// API call per pass.
+// deleteRestoreKeys deletes the Secret restoreKeysFromVault wrote, once no restore is pending
+// (the cluster is formed, or fromBackup was removed before it ran). It reads the cache only,
+// so a cluster costs no API call per pass for it.
 func (r *RedisClusterReconciler) deleteRestoreKeys(ctx context.Context, s *scope) error {
 	sec := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: resources.RestoreKeysSecretName(s.rc.Name)}, sec)

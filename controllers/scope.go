@@ -44,8 +44,11 @@ type scope struct {
 	// users are spec.users as prepared this pass (users.go).
 	users []*userState
 	// exporter is the redis_exporter sidecar's ACL user (exporter.go); nil when
-	// spec.exporter is disabled.
-	exporter *acl.User
+	// spec.exporter is disabled and no pod runs the sidecar any more.
+	// exporterSecretUID is the UID of the Secret holding its password, which
+	// the pod template carries (resources.Placement.ExporterSecretUID).
+	exporter          *acl.User
+	exporterSecretUID string
 
 	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
 	tls *tlsMaterial

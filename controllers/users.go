@@ -133,11 +133,11 @@ func (r *RedisClusterReconciler) prepareUsers(ctx context.Context, s *scope) (ct
 			conf = append(conf, acl.User{Name: u.Name, Rules: us.rules, Passwords: pws})
 		}
 	}
-	exp, err := r.exporterUser(ctx, s)
+	exp, uid, err := r.exporterUser(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
-	if s.exporter = exp; exp != nil {
+	if s.exporter, s.exporterSecretUID = exp, uid; exp != nil {
 		conf = append(conf, *exp)
 	}
 	s.usersConf = acl.ConfLines(conf, resources.QuoteConfigValue)

@@ -41,10 +41,10 @@ func TestUsersThroughAPIServer(t *testing.T) {
 		t.Fatalf("unknown command: causes %q", causes)
 	}
 
-	for _, name := range []string{"default", "redis-exporter"} {
+	for _, name := range []string{"default", "redis-operator-exporter"} {
 		reserved := fullHub(ns, "reserved")
 		reserved.Spec.Users = []cachev1beta1.UserSpec{appUser(name, "+@all")}
-		if causes := apiCauses(t, c.Create(ctx, reserved)); !hasCause(causes, "spec.users[0].name: Invalid value: \"string\": default and redis-exporter are the operator's own users") {
+		if causes := apiCauses(t, c.Create(ctx, reserved)); !hasCause(causes, "spec.users[0].name: Invalid value: \"string\": default and redis-operator-exporter are the operator's own users") {
 			t.Fatalf("user %s: causes %q", name, causes)
 		}
 	}

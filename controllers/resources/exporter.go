@@ -8,6 +8,10 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/acl"
 )
 
+// ExporterSecretAnnotation is on the pod template with spec.exporter enabled and holds the UID
+// of the Secret ExporterSecretName (Placement.ExporterSecretUID).
+const ExporterSecretAnnotation = "cache.redis.io/exporter-secret-uid"
+
 // ExporterSecretName is the name of the Secret holding the password of the redis_exporter
 // sidecar's ACL user (acl.ExporterUser) in cluster rc: <rc>-exporter.
 func ExporterSecretName(rc string) string { return rc + "-exporter" }

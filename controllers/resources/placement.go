@@ -39,6 +39,13 @@ type Placement struct {
 	// zone", set when the nodes that can run the pods span at least as
 	// many zones as a shard has pods.
 	ShardZonesRequired bool
+	// ExporterSecretUID is the UID of the Secret holding the exporter
+	// sidecar's password (ExporterSecretName), which the pod template
+	// carries with spec.exporter enabled (ExporterSecretAnnotation): a
+	// password made again under a new Secret changes the template, so the
+	// pods roll and their sidecars start with it. Not a placement rule; it
+	// rides here because it too is known only to the controller.
+	ExporterSecretUID string
 }
 
 // placement returns the affinity and topology spread constraints of a

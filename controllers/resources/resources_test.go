@@ -197,6 +197,12 @@ func TestStatefulSetExporterAndAffinity(t *testing.T) {
 		env["REDIS_PASSWORD"].ValueFrom.SecretKeyRef.Name != "cache-exporter" || env["REDIS_EXPORTER_CONFIG_COMMAND"].Value != "-" {
 		t.Errorf("exporter env %+v", env)
 	}
+	// A new exporter password (a new Secret UID) changes the template: the pods roll.
+	u1, u2 := StatefulSet(rc, 0, Placement{ExporterSecretUID: "u1"}), StatefulSet(rc, 0, Placement{ExporterSecretUID: "u2"})
+	if u1.Spec.Template.Annotations[ExporterSecretAnnotation] != "u1" ||
+		u1.Spec.Template.Annotations[TemplateHashAnnotation] == u2.Spec.Template.Annotations[TemplateHashAnnotation] {
+		t.Errorf("exporter Secret UID in the template: %v", u1.Spec.Template.Annotations)
+	}
 	if pod.Affinity.NodeAffinity == nil || len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 2 {
 		t.Errorf("spec.pod.affinity does not add to the default: %+v", pod.Affinity)
 	}

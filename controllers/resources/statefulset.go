@@ -95,6 +95,9 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int, p Placement) corev1.P
 	}
 
 	containers := []corev1.Container{redisContainer(rc)}
+	if rc.Spec.Exporter.Enabled && p.ExporterSecretUID != "" {
+		annotations[ExporterSecretAnnotation] = p.ExporterSecretUID
+	}
 	if rc.Spec.Exporter.Enabled {
 		containers = append(containers, exporterContainer(rc))
 	}

@@ -14,13 +14,13 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 type UserSpec struct {
 	// Name is the ACL user name. Lowercase letters, digits, '-' and '.',
 	// starting and ending with a letter or digit, at most 63 characters
-	// (it is part of a Secret name). "default" and "redis-exporter" are the
+	// (it is part of a Secret name). "default" and "redis-operator-exporter" are the
 	// operator's own users (spec.auth's, and the exporter sidecar's) and are
 	// refused.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
-	// +kubebuilder:validation:XValidation:rule="self != 'default' && self != 'redis-exporter'",message="default and redis-exporter are the operator's own users: default's password is spec.auth, redis-exporter is the exporter sidecar's"
+	// +kubebuilder:validation:XValidation:rule="self != 'default' && self != 'redis-operator-exporter'",message="default and redis-operator-exporter are the operator's own users: default's password is spec.auth, redis-operator-exporter is the exporter sidecar's"
 	// +required
 	Name string `json:"name"`
 
