@@ -19,11 +19,13 @@ import (
 // operator deletes the claim of an ordinal at or beyond both spec's
 // 1 + replicasPerShard and its StatefulSet's replicas, once that pod is
 // gone and the engine converged this pass (so every other node has
-// forgotten the removed node, which owned no slot as a replica). A claim
+// forgotten the removed node, which owned no slot as a replica), or
+// settled: nothing left to do but wait for pods that do not run, such as
+// the one a scale-down removed. A claim
 // an ordinal still wants, or one of a leaving shard (removeLeftShards'),
 // is never touched. Not while paused.
 func (r *RedisClusterReconciler) removeReplicaClaims(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
-	if s.rc.Spec.Paused || s.result == nil || !s.result.Converged {
+	if s.rc.Spec.Paused || s.result == nil || !(s.result.Converged || s.result.Settled) {
 		return ctrl.Result{}, false, nil
 	}
 	var list corev1.PersistentVolumeClaimList

@@ -23,8 +23,9 @@ import (
 
 // After a replica scale-down (2 replicas to 1), the removed replica's
 // claim is deleted by the operator once its pod is gone and the engine
-// converged; the claims of the pods that stay, of a StatefulSet scaled to
-// fewer pods than spec (by hand), and of a leaving shard are kept.
+// converged, or settled (it waits only for pods that do not run); the
+// claims of the pods that stay, of a StatefulSet scaled to fewer pods than
+// spec (by hand), and of a leaving shard are kept.
 func TestRemovedReplicaClaims(t *testing.T) {
 	ctx := context.Background()
 	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
@@ -39,7 +40,7 @@ func TestRemovedReplicaClaims(t *testing.T) {
 	}
 	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
 	r := &RedisClusterReconciler{Client: cl, Recorder: record.NewFakeRecorder(10)}
-	pass := func(converged bool) *scope {
+	pass := func(res topology.Result) *scope {
 		s := newScope(rc.DeepCopy(), time.Now(), logr.Discard())
 		s.statefulSets = map[int]*appsv1.StatefulSet{
 			0: {Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}},
@@ -51,7 +52,7 @@ func TestRemovedReplicaClaims(t *testing.T) {
 			{Index: 1, Name: "c-shard-1", Desired: true},
 			{Index: 2, Name: "c-shard-2", Pods: []podInfo{{Name: "c-shard-2-0", Ordinal: 0}, {Name: "c-shard-2-1", Ordinal: 1}}},
 		}
-		s.result = &topology.Result{Converged: converged}
+		s.result = &res
 		return s
 	}
 	remaining := func() []string {
@@ -68,20 +69,26 @@ func TestRemovedReplicaClaims(t *testing.T) {
 	}
 	all := []string{"0-0", "0-1", "0-2", "1-0", "1-1", "2-0", "2-1"}
 
-	if _, _, err := r.removeReplicaClaims(ctx, pass(false)); err != nil {
+	if _, _, err := r.removeReplicaClaims(ctx, pass(topology.Result{})); err != nil {
 		t.Fatal(err)
 	}
 	if got := remaining(); !slices.Equal(got, all) {
 		t.Errorf("claims deleted before the engine converged: %v left", got)
 	}
-	s := pass(true)
-	if _, _, err := r.removeReplicaClaims(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := remaining(), slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == "0-2" }); !slices.Equal(got, want) {
-		t.Errorf("claims left %v, want %v", got, want)
-	}
-	if len(s.events) != 1 || s.events[0].reason != "ClaimsDeleted" || !strings.Contains(s.events[0].message, "data-c-shard-0-2") {
-		t.Errorf("events %+v", s.events)
+	for _, res := range []topology.Result{{Converged: true}, {Settled: true, WaitingFor: []string{"c-shard-1-1"}}} {
+		s := pass(res)
+		if _, _, err := r.removeReplicaClaims(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := remaining(), slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == "0-2" }); !slices.Equal(got, want) {
+			t.Errorf("%+v: claims left %v, want %v", res, got, want)
+		}
+		if len(s.events) != 1 || s.events[0].reason != "ClaimsDeleted" || !strings.Contains(s.events[0].message, "data-c-shard-0-2") {
+			t.Errorf("%+v: events %+v", res, s.events)
+		}
+		if err := cl.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns",
+			Name: resources.PVCName("c", 0, 2), Labels: resources.ShardLabels("c", 0)}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

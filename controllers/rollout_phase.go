@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +68,16 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, s *scope)
 	return r.runRolloutAction(ctx, s, rollout.Plan(in))
 }
 
+// keptPodsReady reports whether sh has a ready pod at every ordinal below want.
+func keptPodsReady(sh *shardPods, want int) bool {
+	for ord := range want {
+		if !slices.ContainsFunc(sh.Pods, func(p podInfo) bool { return p.Ordinal == ord && p.Ready }) {
+			return false
+		}
+	}
+	return true
+}
+
 // runRolloutAction carries out one planned step.
 func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope, action rollout.Action) (ctrl.Result, bool, error) {
 	switch action.Kind {
@@ -107,15 +118,23 @@ func (r *RedisClusterReconciler) runRolloutAction(ctx context.Context, s *scope,
 // highest ordinals, so first the master must sit on a pod that stays: when
 // it does not, the lowest-ordinal replica in sync takes over (a planned
 // failover); the next pass, having seen the new master, shrinks the
-// StatefulSet. Only with a topology converged this pass, never paused.
+// StatefulSet. Only with a topology converged this pass, or settled
+// (nothing left to do but wait for pods that do not run) for a shard whose
+// kept pods (the ordinals below 1 + replicasPerShard) are all ready: a
+// scale-down that removes a pod that cannot run is how a person gets rid of
+// it, and must not wait for that pod. Never paused.
 func (r *RedisClusterReconciler) reconcileReplicaScaleDown(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
-	if s.rc.Spec.Paused || s.acted || !s.rollout.Converged {
+	if s.rc.Spec.Paused || s.acted || !(s.rollout.Converged || s.rollout.Settled) {
 		return ctrl.Result{}, false, nil
 	}
 	want := 1 + int(s.rc.Spec.ReplicasPerShard)
 	for _, sh := range s.shards {
 		live := s.statefulSets[sh.Index]
 		if !sh.Desired || live == nil || int(ptrOr(live.Spec.Replicas, 1)) <= want {
+			continue
+		}
+		if !s.rollout.Converged && !keptPodsReady(sh, want) {
+			s.log.V(1).Info("Replica scale-down waits for the pods it keeps to be ready", "shard", sh.Name)
 			continue
 		}
 		master := s.rollout.Masters[sh.Name]

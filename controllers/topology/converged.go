@@ -63,6 +63,18 @@ func (p *planner) checkConverged() {
 				break
 			}
 		}
+		// Every member's table holds only nodes that a pod carries, or that an unreachable
+		// pod is expected back with (awaited): a node removed from the cluster (a replica
+		// scale-down, a pod that came back empty with a new ID) is forgotten first
+		// (forgetDeadSteps, once Redis flags it failed), since until then CLUSTER SLOTS may
+		// still send clients to it.
+		for _, r := range n.Known {
+			if r.Flags.Myself || r.Flags.Handshake || p.byID[r.ID] != nil || p.awaited(r.ID) {
+				continue
+			}
+			p.wait("%s still knows node %s, which no pod carries; it is forgotten once Redis flags it failed", n.Endpoint.Name, r.ID)
+			break
+		}
 		// Every member's table records each replica of a desired shard as the replica of
 		// its master: a node learns that another became a replica only from that node's own
 		// packets (up to half a node timeout after CLUSTER REPLICATE), and a master whose

@@ -26,7 +26,10 @@ import (
 // still scales 3→4 under writes with WAIT 1: every slot is served by 4 masters in an even split, the
 // status names the sick pod and why, a live config change reaches every
 // node that runs, and once the pod is repaired the cluster is Ready with
-// every acknowledged key readable and the new config on every node.
+// every acknowledged key readable and the new config on every node. Then a
+// 3×2 cluster whose replica at ordinal 2 cannot run goes to 3×1: the
+// scale-down removes that replica at once, and the cluster is Ready with
+// every acknowledged key readable and no pod or claim of ordinal 2 left.
 func TestSickNode(t *testing.T) {
 	t.Parallel() // side by side: see doc.go
 	t.Run("scale-out-with-a-sick-replica", func(t *testing.T) {
@@ -101,6 +104,52 @@ func TestSickNode(t *testing.T) {
 		ids := c.checkConverged(rc)
 		c.checkStatusShards(rc, ids)
 		c.checkConfigEverywhere("maxmemory-policy", "allkeys-lru")
+		w.verify(c.clusterClient())
+	})
+
+	// Lowering replicasPerShard is how a person gets rid of a replica that
+	// cannot run: the scale-down must not wait for that replica (it used to
+	// wait for a converged cluster, which the sick pod never allows).
+	t.Run("replica-scale-down-removes-a-sick-replica", func(t *testing.T) {
+		scenario(t, "disruptive/sick-replica-scale-down")
+		c := newCluster(t, "sick-down", func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 2 })
+		rc := c.waitReady(5 * time.Minute)
+		w := startWriter(t, c.clusterClient(), "down", writerOptions{Wait: true})
+		w.waitWrites(100, time.Minute)
+		sick := ""
+		for _, sh := range rc.Status.Shards {
+			if i := slices.IndexFunc(sh.ReplicaPods, func(p string) bool { return strings.HasSuffix(p, "-2") }); i >= 0 {
+				sick = sh.ReplicaPods[i]
+				break
+			}
+		}
+		if sick == "" {
+			t.Fatalf("no replica at ordinal 2 in %+v", rc.Status.Shards)
+		}
+		c.breakPod(sick)
+		c.poll("Degraded naming the sick pod", 2*time.Minute, func() (bool, string) {
+			cond := meta.FindStatusCondition(c.get().Status.Conditions, cachev1beta1.RedisClusterDegradedCondition)
+			return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, "pod "+sick+" ("), fmt.Sprintf("%+v", cond)
+		})
+
+		c.update(func(rc *cachev1beta1.RedisCluster) { rc.Spec.ReplicasPerShard = 1 })
+		rc = c.waitReady(5 * time.Minute)
+		ids := c.checkConverged(rc)
+		c.checkStatusShards(rc, ids)
+		c.poll("no pod or claim of ordinal 2 left", 2*time.Minute, func() (bool, string) {
+			var left []string
+			for _, p := range c.pods() {
+				if strings.HasSuffix(p.Name, "-2") {
+					left = append(left, "pod "+p.Name)
+				}
+			}
+			for _, pvc := range c.claims() {
+				if strings.HasSuffix(pvc.Name, "-2") {
+					left = append(left, "claim "+pvc.Name)
+				}
+			}
+			return len(left) == 0, strings.Join(left, ", ")
+		})
 		w.verify(c.clusterClient())
 	})
 }
