@@ -28,7 +28,12 @@ const announceHostnameKey = "cluster-announce-hostname"
 // leaving shard keep theirs while they may still hold slots) and the
 // announce ConfigMap holding each Service's address; it deletes the
 // Services of pods no StatefulSet runs. Disabled, it deletes every
-// per-pod Service and the announce ConfigMap.
+// per-pod Service and the announce ConfigMap. Once the cluster is formed,
+// a pod whose Service has no address yet (a load balancer not provisioned:
+// the pod of a scale-out) is held out of receiving slots (s.holdSlots):
+// clients could not follow a redirection to it. The cluster's first
+// slots are assigned without waiting: until every node is reachable from
+// outside, status says AnnouncingAddresses.
 func (r *RedisClusterReconciler) reconcileExternalAccess(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	rc := s.rc
 	var list corev1.ServiceList
@@ -52,6 +57,9 @@ func (r *RedisClusterReconciler) reconcileExternalAccess(ctx context.Context, s 
 				}
 				want[desired.Name] = true
 				addrs[pod] = resources.ExternalAddress(live)
+				if addrs[pod] == "" && rc.Status.FormedTime != nil {
+					s.holdSlots(pod, fmt.Sprintf("its Service %s has no external address yet, so clients would be redirected to ?", desired.Name))
+				}
 			}
 		}
 	}

@@ -53,8 +53,9 @@ type scope struct {
 	// tls is the cluster's TLS material (reconcileTLS); nil without spec.tls.
 	tls *tlsMaterial
 	// noSlots says, by pod name, why a pod must receive no slots yet
-	// (reconcileTLSReload: it serves an older certificate); see
-	// topology.Endpoint.NoSlots.
+	// (reconcileTLSReload: it serves an older certificate;
+	// reconcileExternalAccess: its Service has no external address yet);
+	// see topology.Endpoint.NoSlots and holdSlots.
 	noSlots map[string]string
 
 	// restore, while a cluster bootstrapping from a backup is not formed,
@@ -198,6 +199,17 @@ func (s *scope) normal(reason, format string, a ...any) {
 
 func (s *scope) warning(reason, format string, a ...any) {
 	s.events = append(s.events, event{warning: true, reason: reason, message: fmt.Sprintf(format, a...)})
+}
+
+// holdSlots records in s.noSlots that pod must receive no slots yet, and
+// why; a reason recorded before for it stays.
+func (s *scope) holdSlots(pod, why string) {
+	if s.noSlots == nil {
+		s.noSlots = map[string]string{}
+	}
+	if s.noSlots[pod] == "" {
+		s.noSlots[pod] = why
+	}
 }
 
 // did records an action of the pass (a Normal event).

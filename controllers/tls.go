@@ -268,9 +268,8 @@ func (r *RedisClusterReconciler) reconcileTLSReload(ctx context.Context, s *scop
 	}
 	if len(pending) > 0 {
 		s.log.V(1).Info("Nodes do not serve the new TLS certificate yet", "nodes", pending)
-		s.noSlots = map[string]string{}
 		for _, addr := range pending {
-			s.noSlots[byAddr[addr]] = fmt.Sprintf("it does not serve TLS certificate %s yet", st.Serial)
+			s.holdSlots(byAddr[addr], fmt.Sprintf("it does not serve TLS certificate %s yet", st.Serial))
 		}
 		return ctrl.Result{RequeueAfter: tlsReloadRequeue}, false, nil
 	}

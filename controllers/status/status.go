@@ -435,9 +435,14 @@ func progressReason(o *Observation) (reason, message string) {
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
 			msg = fmt.Sprintf("Scaling to %d shards (%d own slots now): %d of %d slots moved.", o.DesiredShards, t.CurrentShards, m.SlotsMoved, m.SlotsTotal)
 		}
-		if len(o.Pods.NotReady) > 0 {
+		switch {
+		case len(o.Pods.NotReady) > 0:
 			// The engine works with the pods that run; what needs the others waits.
 			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
+		case t.EngineErr != nil:
+			// Every pod runs, yet something holds the slots back (a node that
+			// clients cannot be sent to yet): the engine says what.
+			msg += " " + sentence(t.EngineErr.Error())
 		}
 		return cachev1beta1.RedisClusterScalingReason, msg
 	case o.CertificatePending != "":

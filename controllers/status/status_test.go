@@ -442,6 +442,14 @@ func TestConditionsNameThePodWaitedFor(t *testing.T) {
 				o.Topology.Converged, o.Topology.SlotsToMove = false, true
 				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"})
 			}},
+		{name: "scaling out, every pod ready, the new shard held back", cond: cachev1beta1.RedisClusterProgressingCondition,
+			want: "Scaling to 4 shards (3 own slots now). Shard c-shard-3 receives 4096 slots once clients can be sent to c-shard-3-0: its Service c-shard-3-0-external has no external address yet.",
+			mutate: func(o *Observation) {
+				o.DesiredShards = 4
+				o.Topology.Converged, o.Topology.SlotsToMove = false, true
+				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"})
+				o.Topology.EngineErr = errors.New("shard c-shard-3 receives 4096 slots once clients can be sent to c-shard-3-0: its Service c-shard-3-0-external has no external address yet")
+			}},
 		{name: "overdue", cond: cachev1beta1.RedisClusterDegradedCondition,
 			want:   "Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
 			mutate: func(o *Observation) { sick(o); o.Pods.Overdue = o.Pods.NotReady }},

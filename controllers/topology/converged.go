@@ -63,18 +63,6 @@ func (p *planner) checkConverged() {
 				break
 			}
 		}
-		// Every member's table holds only nodes that a pod carries, or that an unreachable
-		// pod is expected back with (awaited): a node removed from the cluster (a replica
-		// scale-down, a pod that came back empty with a new ID) is forgotten first
-		// (forgetDeadSteps, once Redis flags it failed), since until then CLUSTER SLOTS may
-		// still send clients to it.
-		for _, r := range n.Known {
-			if r.Flags.Myself || r.Flags.Handshake || p.byID[r.ID] != nil || p.awaited(r.ID) {
-				continue
-			}
-			p.wait("%s still knows node %s, which no pod carries; it is forgotten once Redis flags it failed", n.Endpoint.Name, r.ID)
-			break
-		}
 		// Every member's table records each replica of a desired shard as the replica of
 		// its master: a node learns that another became a replica only from that node's own
 		// packets (up to half a node timeout after CLUSTER REPLICATE), and a master whose
@@ -88,6 +76,12 @@ func (p *planner) checkConverged() {
 				break
 			}
 		}
+	}
+	// A node removed from the cluster (a replica scale-down, a pod that came back empty with
+	// a new ID) is forgotten before the cluster counts as converged: until then CLUSTER
+	// SLOTS may still send clients to it.
+	if ids, knownBy := p.notForgotten(members); len(ids) > 0 {
+		p.wait("%s still knows node %s, which no pod carries; it is forgotten once Redis flags it failed", knownBy[ids[0]], ids[0])
 	}
 	for _, name := range p.leavingNames() {
 		if !slices.Contains(p.removable(), name) {

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -256,4 +257,48 @@ func TestSimScaleOutHoldsSlotsOffANoSlotsShard(t *testing.T) {
 	}
 	// The nodes serve a certificate naming them: the shard receives its share.
 	s.mustConverge(Desired{Shards: all, ReplicasPerShard: 1})
+}
+
+// TestPlanWaitsForARemovedReplicaToBeForgotten: after a replica scale-down (3 pods a shard to
+// 2) the removed nodes stay in every table until Redis flags them failed; until the planner
+// has forgotten them the cluster is not converged (CLUSTER SLOTS may still send clients to
+// them), and no FORGET is sent before the flag; once flagged they are forgotten and the
+// cluster converges.
+func TestPlanWaitsForARemovedReplicaToBeForgotten(t *testing.T) {
+	s := newSim(t)
+	shards := s.shards("s", 0, 3, 3)
+	s.mustConverge(Desired{Shards: shards, ReplicasPerShard: 2})
+	d := Desired{Shards: slices.Clone(shards), ReplicasPerShard: 1}
+	var gone []*simNode
+	for i := range d.Shards {
+		d.Shards[i].Nodes = d.Shards[i].Nodes[:2]
+		n := s.live[shards[i].Nodes[2].Name]
+		if n.master == "" {
+			t.Fatalf("%s is a master", n.ep.Name)
+		}
+		n.up = false
+		gone = append(gone, n)
+	}
+	v := s.view(d)
+	for _, n := range v.Nodes {
+		for i := range n.Known {
+			n.Known[i].Flags.Fail = false // not flagged yet: disconnected only
+		}
+	}
+	p, steps, perr := plan(v, d)
+	res := buildResult(p, steps, perr)
+	if res.Converged || res.Settled || !strings.Contains(res.Message+fmt.Sprint(perr), "which no pod carries") {
+		t.Fatalf("converged %v, settled %v, message %q, error %v", res.Converged, res.Settled, res.Message, perr)
+	}
+	for _, st := range steps {
+		if st.Kind == StepForget {
+			t.Fatalf("FORGET before Redis flagged the node failed: %+v", st)
+		}
+	}
+	s.mustConverge(d)
+	for _, n := range gone {
+		if !s.nobodyKnows(n.id) {
+			t.Fatalf("%s (%s) is still known", n.ep.Name, n.id)
+		}
+	}
 }

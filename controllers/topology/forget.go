@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -26,18 +27,47 @@ func (p *planner) forgetDeadSteps() []Step {
 	}
 	var sorted []string
 	for id := range ids {
-		if p.aliveSomewhere(id) || p.referencedByOpenSlot(id) || p.awaited(id) {
-			continue
+		if p.forgettable(id) {
+			sorted = append(sorted, id)
 		}
-		sorted = append(sorted, id)
 	}
 	sort.Strings(sorted)
 	var steps []Step
 	for _, id := range sorted {
-		if on := p.forgetTargets(id, nil); len(on) > 0 {
-			steps = append(steps, Step{Kind: StepForget, NodeID: id, On: on,
-				Reason: "failed node that owns no slots and that no endpoint carries"})
-		}
+		steps = append(steps, Step{Kind: StepForget, NodeID: id, On: p.forgetTargets(id, nil),
+			Reason: "failed node that owns no slots and that no endpoint carries"})
 	}
 	return steps
+}
+
+// forgettable reports whether id, which no endpoint carries and which owns no slot, is a dead
+// node the planner forgets once Redis flags it failed (or without address): no reachable node
+// sees it alive, no open slot names it, no unreachable endpoint is expected back with it, and
+// some reachable node may forget it.
+func (p *planner) forgettable(id string) bool {
+	return !p.aliveSomewhere(id) && !p.referencedByOpenSlot(id) && !p.awaited(id) && len(p.forgetTargets(id, nil)) > 0
+}
+
+// notForgotten returns, in ID order, the nodes that some reachable desired node's table still
+// holds although no endpoint carries them, they own no slot and they are forgettable (a
+// removed replica, a node that came back with a new ID), each with the first node that knows
+// it: until Redis flags them failed and forgetDeadSteps forgets them, CLUSTER SLOTS may still
+// send clients to them. A live node that no pod carries is not listed (it is not the
+// operator's to forget). forgettable runs once per ID.
+func (p *planner) notForgotten(members []*NodeView) (ids []string, knownBy map[string]string) {
+	knownBy = map[string]string{}
+	for _, n := range members {
+		for _, r := range n.Known {
+			if r.Flags.Myself || r.Flags.Handshake || p.byID[r.ID] != nil || p.slotCount[r.ID] > 0 {
+				continue
+			}
+			if _, seen := knownBy[r.ID]; !seen {
+				knownBy[r.ID] = n.Endpoint.Name
+				ids = append(ids, r.ID)
+			}
+		}
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { return !p.forgettable(id) })
+	slices.Sort(ids)
+	return ids, knownBy
 }
