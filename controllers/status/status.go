@@ -1,6 +1,7 @@
 package status
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -439,7 +440,7 @@ func progressReason(o *Observation) (reason, message string) {
 		case len(o.Pods.NotReady) > 0:
 			// The engine works with the pods that run; what needs the others waits.
 			msg += fmt.Sprintf(" Waiting for %s.", o.Pods.waitingFor(o.Pods.NotReady))
-		case t.EngineErr != nil:
+		case errors.Is(t.EngineErr, topology.ErrNotReady):
 			// Every pod runs, yet something holds the slots back (a node that
 			// clients cannot be sent to yet): the engine says what.
 			msg += " " + sentence(t.EngineErr.Error())

@@ -2,6 +2,7 @@ package status
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -443,12 +444,12 @@ func TestConditionsNameThePodWaitedFor(t *testing.T) {
 				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"})
 			}},
 		{name: "scaling out, every pod ready, the new shard held back", cond: cachev1beta1.RedisClusterProgressingCondition,
-			want: "Scaling to 4 shards (3 own slots now). Shard c-shard-3 receives 4096 slots once clients can be sent to c-shard-3-0: its Service c-shard-3-0-external has no external address yet.",
+			want: "Scaling to 4 shards (3 own slots now). Cluster not ready: shard c-shard-3 receives 4096 slots once clients can be sent to c-shard-3-0: its Service c-shard-3-0-external has no external address yet.",
 			mutate: func(o *Observation) {
 				o.DesiredShards = 4
 				o.Topology.Converged, o.Topology.SlotsToMove = false, true
 				o.Topology.Shards = append(o.Topology.Shards, cachev1beta1.ShardStatus{Name: "c-shard-3"})
-				o.Topology.EngineErr = errors.New("shard c-shard-3 receives 4096 slots once clients can be sent to c-shard-3-0: its Service c-shard-3-0-external has no external address yet")
+				o.Topology.EngineErr = fmt.Errorf("%w: shard c-shard-3 receives 4096 slots once clients can be sent to c-shard-3-0: its Service c-shard-3-0-external has no external address yet", topology.ErrNotReady)
 			}},
 		{name: "overdue", cond: cachev1beta1.RedisClusterDegradedCondition,
 			want:   "Pods not ready for more than 2m0s; waiting for pod c-shard-1-1 (Pending).",
