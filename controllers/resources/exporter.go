@@ -2,7 +2,6 @@ package resources
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/acl"
@@ -21,17 +20,8 @@ func ExporterSecretName(rc string) string { return rc + "-exporter" }
 // sidecar reads PasswordKey into REDIS_PASSWORD when it starts; the Redis container does not
 // mount it (its auth.conf has the password's hash only).
 func ExporterSecret(rc *cachev1beta1.RedisCluster, password string) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            ExporterSecretName(rc.Name),
-			Namespace:       rc.Namespace,
-			Labels:          ClusterLabels(rc.Name),
-			OwnerReferences: ownerRefs(rc),
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{UsernameKey: []byte(acl.ExporterUser), PasswordKey: []byte(password)},
-	}
+	return ownedSecret(rc, ExporterSecretName(rc.Name), ClusterLabels(rc.Name),
+		map[string][]byte{UsernameKey: []byte(acl.ExporterUser), PasswordKey: []byte(password)})
 }
 
 // ExporterSettings are the redis_exporter variables of the sidecar that depend neither on the

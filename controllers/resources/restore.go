@@ -5,7 +5,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -40,17 +39,8 @@ func RestoreKeysSecretName(rc string) string { return rc + "-restore-keys" }
 // key pair under the default keys of an object store's credentialsSecretRef (accessKeyID,
 // secretAccessKey), for the restore init containers.
 func RestoreKeysSecret(rc *cachev1beta1.RedisCluster, accessKeyID, secretAccessKey string) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            RestoreKeysSecretName(rc.Name),
-			Namespace:       rc.Namespace,
-			Labels:          ClusterLabels(rc.Name),
-			OwnerReferences: ownerRefs(rc),
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{"accessKeyID": []byte(accessKeyID), "secretAccessKey": []byte(secretAccessKey)},
-	}
+	return ownedSecret(rc, RestoreKeysSecretName(rc.Name), ClusterLabels(rc.Name),
+		map[string][]byte{"accessKeyID": []byte(accessKeyID), "secretAccessKey": []byte(secretAccessKey)})
 }
 
 // WithRestore adds to shard's StatefulSet the init container that places

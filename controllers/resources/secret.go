@@ -28,21 +28,26 @@ func Secret(rc *cachev1beta1.RedisCluster, password string) *corev1.Secret {
 		data[AuthConfKey] = []byte("requirepass " + q + "\nmasterauth " + q + "\n")
 		data[PasswordKey] = []byte(password)
 	}
-	s := &corev1.Secret{
+	// No AppliedHashAnnotation: a hash of the password would let anyone
+	// who reads the annotation test guesses offline. The controller
+	// compares the data itself.
+	return ownedSecret(rc, SecretName(rc.Name), ClusterLabels(rc.Name), data)
+}
+
+// ownedSecret is an Opaque Secret of rc's namespace named name, with
+// labels and data, controlled by rc.
+func ownedSecret(rc *cachev1beta1.RedisCluster, name string, labels map[string]string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            SecretName(rc.Name),
+			Name:            name,
 			Namespace:       rc.Namespace,
-			Labels:          ClusterLabels(rc.Name),
+			Labels:          labels,
 			OwnerReferences: ownerRefs(rc),
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
 	}
-	// No AppliedHashAnnotation: a hash of the password would let anyone
-	// who reads the annotation test guesses offline. The controller
-	// compares the data itself.
-	return s
 }
 
 // QuoteConfigValue quotes s as one redis.conf argument: in double quotes,

@@ -2,7 +2,6 @@ package resources
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
@@ -28,17 +27,7 @@ func UserSecret(rc *cachev1beta1.RedisCluster, user, password string) *corev1.Se
 	if password != "" {
 		data[PasswordKey] = []byte(password)
 	}
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            UserSecretName(rc.Name, user),
-			Namespace:       rc.Namespace,
-			Labels:          labels,
-			OwnerReferences: ownerRefs(rc),
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: data,
-	}
+	return ownedSecret(rc, UserSecretName(rc.Name, user), labels, data)
 }
 
 // WithUsersConf appends conf, the redis.conf "user" lines of spec.users (acl.ConfLines, with
