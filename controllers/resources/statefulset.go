@@ -208,9 +208,12 @@ func exporterContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
 		podIPEnv(),
 		{Name: "REDIS_ADDR", Value: "redis://$(POD_IP):6379"},
 		{Name: "REDIS_EXPORTER_WEB_LISTEN_ADDRESS", Value: "$(POD_IP):9121"},
+		// Optional: without it (a foreign Secret of that name) the sidecar
+		// starts, reports Redis down, and the pod stays Ready.
 		{Name: "REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ExporterSecretName(rc.Name)},
 			Key:                  PasswordKey,
+			Optional:             ptr.To(true),
 		}}},
 	}
 	c := corev1.Container{
