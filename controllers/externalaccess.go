@@ -31,7 +31,8 @@ const announceHostnameKey = "cluster-announce-hostname"
 // per-pod Service and the announce ConfigMap. Once the cluster is formed,
 // a pod whose Service has no address yet (a load balancer not provisioned:
 // the pod of a scale-out) is held out of receiving slots (s.holdSlots):
-// clients could not follow a redirection to it. The cluster's first
+// clients could not follow a redirection to it; so is one that not every
+// node knows under its address yet (s.announce, topology.Endpoint.Hostname). The cluster's first
 // slots are assigned without waiting: until every node is reachable from
 // outside, status says AnnouncingAddresses.
 func (r *RedisClusterReconciler) reconcileExternalAccess(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
@@ -57,8 +58,15 @@ func (r *RedisClusterReconciler) reconcileExternalAccess(ctx context.Context, s 
 				}
 				want[desired.Name] = true
 				addrs[pod] = resources.ExternalAddress(live)
-				if addrs[pod] == "" && rc.Status.FormedTime != nil {
+				switch {
+				case rc.Status.FormedTime == nil:
+				case addrs[pod] == "":
 					s.holdSlots(pod, fmt.Sprintf("its Service %s has no external address yet, so clients would be redirected to ?", desired.Name))
+				default:
+					if s.announce == nil {
+						s.announce = map[string]string{}
+					}
+					s.announce[pod] = addrs[pod]
 				}
 			}
 		}

@@ -57,6 +57,11 @@ type scope struct {
 	// reconcileExternalAccess: its Service has no external address yet);
 	// see topology.Endpoint.NoSlots and holdSlots.
 	noSlots map[string]string
+	// announce maps a pod to the address it announces to clients
+	// (spec.externalAccess, once the cluster is formed): a shard receives
+	// slots only once every node knows its master under it
+	// (topology.Endpoint.Hostname).
+	announce map[string]string
 
 	// restore, while a cluster bootstrapping from a backup is not formed,
 	// is where its shards fetch their RDB (reconcileRestore).
@@ -141,6 +146,7 @@ func (s *scope) desired() topology.Desired {
 		spec := sh.spec()
 		for i := range spec.Nodes {
 			spec.Nodes[i].NoSlots = s.noSlots[spec.Nodes[i].Name]
+			spec.Nodes[i].Hostname = s.announce[spec.Nodes[i].Name]
 		}
 		if sh.Desired {
 			d.Shards = append(d.Shards, spec)

@@ -131,6 +131,9 @@ func (p *planner) balanceSteps() []Step {
 		case c < targets[i] && sh.master != nil && sh.master.Endpoint.NoSlots != "":
 			p.block(ErrNotReady, "shard %s receives %d slots once clients can be sent to %s: %s",
 				sh.spec.Name, targets[i]-c, sh.master.Endpoint.Name, sh.master.Endpoint.NoSlots)
+		case c < targets[i] && sh.master != nil && p.hostnameUnknown(sh.master) != "":
+			p.block(ErrNotReady, "shard %s receives %d slots once every node knows %s's address %s (%s does not yet)",
+				sh.spec.Name, targets[i]-c, sh.master.Endpoint.Name, sh.master.Endpoint.Hostname, p.hostnameUnknown(sh.master))
 		case c < targets[i]:
 			receivers = append(receivers, &receiver{sh, targets[i] - c})
 		}
@@ -154,6 +157,20 @@ func (p *planner) balanceSteps() []Step {
 		}
 	}
 	return steps
+}
+
+// hostnameUnknown names a reachable node (m itself included) whose table does not show m
+// under m.Endpoint.Hostname yet; "" when every one does, or m announces none.
+func (p *planner) hostnameUnknown(m *NodeView) string {
+	if m.Endpoint.Hostname == "" {
+		return ""
+	}
+	for _, n := range p.reachable() {
+		if r := n.Lookup(m.ID); r == nil || r.Hostname != m.Endpoint.Hostname {
+			return n.Endpoint.Name
+		}
+	}
+	return ""
 }
 
 // shardSortKey orders Leaving shards first, then desired shards, then unknown owners.

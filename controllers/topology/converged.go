@@ -81,7 +81,12 @@ func (p *planner) checkConverged() {
 	// a new ID) is forgotten before the cluster counts as converged: until then CLUSTER
 	// SLOTS may still send clients to it.
 	if ids, knownBy := p.notForgotten(members); len(ids) > 0 {
-		p.wait("%s still knows node %s, which no pod carries; it is forgotten once Redis flags it failed", knownBy[ids[0]], ids[0])
+		if p.aliveSomewhere(ids[0]) {
+			p.wait("%s still knows node %s, which no pod carries and some node sees alive; it is forgotten once Redis flags it failed "+
+				"(a node of something else that joined this cluster must be removed by hand: CLUSTER FORGET on every node)", knownBy[ids[0]], ids[0])
+		} else {
+			p.wait("%s still knows node %s, which no pod carries; it is forgotten once Redis flags it failed", knownBy[ids[0]], ids[0])
+		}
 	}
 	for _, name := range p.leavingNames() {
 		if !slices.Contains(p.removable(), name) {

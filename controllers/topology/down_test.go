@@ -302,3 +302,39 @@ func TestPlanWaitsForARemovedReplicaToBeForgotten(t *testing.T) {
 		}
 	}
 }
+
+// A new shard whose master must announce a hostname (spec.externalAccess) receives no slot
+// while a node does not know it under that hostname (that node would redirect clients to
+// "?"), another new shard gets its share meanwhile, and once every table shows it the shard
+// receives its slots.
+func TestSimScaleOutWaitsUntilEveryNodeKnowsTheHostname(t *testing.T) {
+	s := newSim(t)
+	all := s.shards("s", 0, 5, 2)
+	s.mustConverge(Desired{Shards: all[:3], ReplicasPerShard: 1})
+	d := Desired{Shards: slices.Clone(all), ReplicasPerShard: 1}
+	d.Shards[3].Nodes = slices.Clone(d.Shards[3].Nodes)
+	d.Shards[3].Nodes[0].Hostname = "10.96.0.30"
+	err := s.run(d)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s3 receives") || !strings.Contains(err.Error(), "address 10.96.0.30") {
+		t.Fatalf("error %v, want ErrNotReady naming shard s3 and the address", err)
+	}
+	if c := s.masterSlots(all[3]); c > 0 {
+		t.Fatalf("shard s3 owns %d slots while nodes do not know its address", c)
+	}
+	if c := s.masterSlots(all[4]); c < NumSlots/5 || c > NumSlots/5+1 {
+		t.Fatalf("shard s4 owns %d slots, want its fifth (%d)", c, NumSlots/5)
+	}
+	// Every table shows the hostname: the shard receives its share.
+	v := s.view(d)
+	for _, n := range v.Nodes {
+		for i := range n.Known {
+			if n.Known[i].ID == s.live["s3-0"].id {
+				n.Known[i].Hostname = "10.96.0.30"
+			}
+		}
+	}
+	_, steps, _ := plan(v, d)
+	if !slices.ContainsFunc(steps, func(st Step) bool { return st.Kind == StepMigrate && st.Target == "s3-0" }) {
+		t.Fatalf("no slot moves to s3-0 once every node knows its address: %v", stepStrings(steps))
+	}
+}

@@ -42,18 +42,24 @@ func (p *planner) forgetDeadSteps() []Step {
 
 // forgettable reports whether id, which no endpoint carries and which owns no slot, is a dead
 // node the planner forgets once Redis flags it failed (or without address): no reachable node
-// sees it alive, no open slot names it, no unreachable endpoint is expected back with it, and
-// some reachable node may forget it.
+// sees it alive, and it is one to forget (toForget).
 func (p *planner) forgettable(id string) bool {
-	return !p.aliveSomewhere(id) && !p.referencedByOpenSlot(id) && !p.awaited(id) && len(p.forgetTargets(id, nil)) > 0
+	return !p.aliveSomewhere(id) && p.toForget(id)
+}
+
+// toForget reports whether id, which no endpoint carries and which owns no slot, is a node
+// the cluster must lose: no open slot names it, no unreachable endpoint is expected back with
+// it, and some reachable node may forget it. A node just removed (its pod deleted) may still
+// look alive for up to a node timeout, since its address vanished without closing its links.
+func (p *planner) toForget(id string) bool {
+	return !p.referencedByOpenSlot(id) && !p.awaited(id) && len(p.forgetTargets(id, nil)) > 0
 }
 
 // notForgotten returns, in ID order, the nodes that some reachable desired node's table still
-// holds although no endpoint carries them, they own no slot and they are forgettable (a
-// removed replica, a node that came back with a new ID), each with the first node that knows
-// it: until Redis flags them failed and forgetDeadSteps forgets them, CLUSTER SLOTS may still
-// send clients to them. A live node that no pod carries is not listed (it is not the
-// operator's to forget). forgettable runs once per ID.
+// holds although no endpoint carries them, they own no slot and they are to be forgotten
+// (toForget: a removed replica, a node that came back with a new ID), each with the first
+// node that knows it: until Redis flags them failed and forgetDeadSteps forgets them, CLUSTER
+// SLOTS may still send clients to them. toForget runs once per ID.
 func (p *planner) notForgotten(members []*NodeView) (ids []string, knownBy map[string]string) {
 	knownBy = map[string]string{}
 	for _, n := range members {
@@ -67,7 +73,7 @@ func (p *planner) notForgotten(members []*NodeView) (ids []string, knownBy map[s
 			}
 		}
 	}
-	ids = slices.DeleteFunc(ids, func(id string) bool { return !p.forgettable(id) })
+	ids = slices.DeleteFunc(ids, func(id string) bool { return !p.toForget(id) })
 	slices.Sort(ids)
 	return ids, knownBy
 }

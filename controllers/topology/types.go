@@ -46,6 +46,11 @@ type Endpoint struct {
 	// other shards get their share. Masters are not spread while an endpoint has NoSlots
 	// (a planned failover would send clients to it).
 	NoSlots string
+	// Hostname, when not empty, is the hostname the node must announce to clients
+	// (cluster-announce-hostname: a per-pod Service address, spec.externalAccess). A shard
+	// whose master is not yet known under it by every reachable node receives no slots, as
+	// with NoSlots: a node that does not know it redirects clients to "?".
+	Hostname string
 }
 
 // ShardSpec groups the pods of one shard (one StatefulSet): one master and its replicas.

@@ -202,7 +202,9 @@ func TestExternalAccess(t *testing.T) {
 // test plays the cloud's load balancer controller: it gives each per-pod
 // Service status.loadBalancer.ingress its own cluster IP (which the plane's
 // kube-proxy routes), and withholds the new shard's until it has seen the
-// wait. Writes go on throughout and are all read back.
+// wait, and slots move only once every node knows the new address (no
+// write is ever redirected to "?"). Writes go on throughout and are all read
+// back.
 func TestExternalAccessLoadBalancer(t *testing.T) {
 	t.Parallel()
 	scenario(t, "external-access/load-balancer-scale-out")
@@ -269,5 +271,10 @@ func TestExternalAccessLoadBalancer(t *testing.T) {
 	if ok, why := c.evenSplit(rc, 4); !ok {
 		t.Fatalf("after the load balancer's address: %s", why)
 	}
-	w.verify(c.clusterClient())
+	// No client was ever redirected to a node without an address.
+	for _, f := range w.verify(c.clusterClient()).Failed {
+		if strings.Contains(fmt.Sprint(f.err), "?") {
+			t.Fatalf("a write was redirected to a node without an address: %v at %s", f.err, f.at.Format("15:04:05.000"))
+		}
+	}
 }
