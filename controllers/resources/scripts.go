@@ -7,12 +7,15 @@ package resources
 // read the password from the mounted Secret and hand it to redis-cli
 // through REDISCLI_AUTH, so it never shows in a process's arguments.
 
-// authPrelude exports REDISCLI_AUTH when the Secret holds a password, and
-// defines rcli HOST PORT ARGS...: redis-cli against HOST:PORT, its errors
-// dropped and, where timeout(1) exists, killed after 3 s, so a hung node
-// cannot stall a script.
+// authPrelude exports REDISCLI_AUTH when the Secret holds a password (its
+// first line, read by the shell itself: no cat process, which matters for
+// the readiness probe that runs every few seconds), and defines rcli HOST
+// PORT ARGS...: redis-cli against HOST:PORT, its errors dropped and, where
+// timeout(1) exists, killed after 3 s, so a hung node cannot stall a
+// script. read fails on a last line without a newline (the Secret's value
+// has none) after setting the variable, hence the || : under set -e.
 const authPrelude = `p=` + AuthDir + `/` + PasswordKey + `
-if [ -s "$p" ]; then REDISCLI_AUTH="$(cat "$p")"; export REDISCLI_AUTH; fi
+if [ -s "$p" ]; then IFS= read -r REDISCLI_AUTH < "$p" || :; export REDISCLI_AUTH; fi
 rcli() { _h=$1; _p=$2; shift 2
   if command -v timeout >/dev/null 2>&1; then timeout 3 redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; else redis-cli -h "$_h" -p "$_p" "$@" 2>/dev/null; fi
 }
@@ -25,21 +28,27 @@ const infoAwk = `{ sub(/\r$/, ""); i = index($0, ":"); k = substr($0, 1, i - 1);
 `
 
 // readinessScript succeeds when the node can serve its role, judged from
-// INFO (https://redis.io/docs/latest/commands/info/; the default sections
-// hold replication and persistence): a master when it answers and is not
-// loading its dataset (loading:0); a replica only when, in addition, its
-// link to its master is up (master_link_status:up) and it is not in a
-// full sync (master_sync_in_progress:0). So a replica whose master is
-// gone, or that is still copying the dataset, is not Ready, and the
+// INFO replication persistence (https://redis.io/docs/latest/commands/info/;
+// several sections in one call since Redis 7.0): a master when it answers
+// and is not loading its dataset (loading:0); a replica only when, in
+// addition, its link to its master is up (master_link_status:up) and it is
+// not in a full sync (master_sync_in_progress:0). So a replica whose master
+// is gone, or that is still copying the dataset, is not Ready, and the
 // shard's PDB keeps a drain from evicting its master meanwhile. An error
-// reply (NOAUTH, LOADING) or no answer fails the probe.
-const readinessScript = authPrelude + `rcli "$POD_IP" 6379 INFO | awk '` + infoAwk + `{ f[k] = v }
-END {
-  if (f["loading"] != "0") exit 1
-  if (f["role"] == "master") exit 0
-  if (f["role"] == "slave" && f["master_link_status"] == "up" && f["master_sync_in_progress"] == "0") exit 0
-  exit 1
-}'
+// reply (NOAUTH) or no answer fails the probe. The fields are matched at
+// the start of a line (async_loading:0 is not loading:0) by the shell's
+// own case, so a probe runs sh, timeout and redis-cli and nothing else:
+// it runs every 5 s in every pod, and the awk and cat it ran before cost
+// a third of its CPU time (measured on a 2-core machine: 40 ms against
+// 26 ms per probe, most of it process start-up).
+const readinessScript = authPrelude + `i="$(rcli "$POD_IP" 6379 INFO replication persistence)"
+n='
+'
+case $i in *"${n}loading:0"*) ;; *) exit 1 ;; esac
+case $i in *"${n}role:master"*) exit 0 ;; *"${n}role:slave"*) ;; *) exit 1 ;; esac
+case $i in *"${n}master_link_status:up"*) ;; *) exit 1 ;; esac
+case $i in *"${n}master_sync_in_progress:0"*) exit 0 ;; esac
+exit 1
 `
 
 // preStopMaxLag is how many bytes (a decimal string) of the master's

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -215,5 +216,95 @@ func TestPreStopBoundedOnHungReplica(t *testing.T) {
 	defer func() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }()
 	if err := m.script(preStopScript); err != nil {
 		t.Fatalf("preStop: %v", err)
+	}
+}
+
+// TestReadinessWhileLoading: a master that restarts and loads its dataset
+// is not Ready until the load ends. INFO answers during the load with
+// loading:1 next to async_loading:0, which the probe must not read as
+// loading:0. The load is slowed by Redis's testing parameters
+// key-load-delay (microseconds per key of an RDB) and
+// loading-process-events-interval-bytes (so INFO is answered meanwhile),
+// with the keys in the AOF's RDB base after BGREWRITEAOF.
+func TestReadinessWhileLoading(t *testing.T) {
+	requireRedis(t)
+	const password = "loading pw"
+	rc := cluster()
+	p := startPod(t, rc, password)
+	ctx := context.Background()
+	c := p.client(password)
+	defer c.Close()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Random values of 1 KiB, which the RDB cannot compress, so the load
+	// processes events at every key.
+	value := func() string {
+		var b strings.Builder
+		for b.Len() < 1024 {
+			b.WriteString(rand.Text())
+		}
+		return b.String()
+	}
+	eventually(t, "the node takes writes", func() error { return c.Set(ctx, "k0", value(), 0).Err() })
+	const keys = 20
+	for i := 1; i < keys; i++ {
+		if err := c.Set(ctx, fmt.Sprintf("k%d", i), value(), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BgRewriteAOF(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the AOF rewrite ends", func() error {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "aof_rewrite_in_progress:0") || !strings.Contains(info, "aof_rewrite_scheduled:0") {
+			return errors.New("rewrite running")
+		}
+		return nil
+	})
+	if err := p.script(readinessScript); err != nil {
+		t.Fatalf("master not ready before the restart: %v", err)
+	}
+	p.kill()
+	conf, err := os.OpenFile(filepath.Join(p.root, "config", ConfigKey), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.5 s a key: about 10 s of loading.
+	if _, err := conf.WriteString("key-load-delay 500000\nloading-process-events-interval-bytes 1024\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conf.Close()
+	started := make(chan error, 1)
+	go func() { started <- p.start(t) }()
+	loading := func() bool {
+		info, err := c.Info(ctx, "persistence").Result()
+		return err == nil && strings.Contains(info, "\nloading:1") && strings.Contains(info, "\nasync_loading:0")
+	}
+	eventually(t, "the restarted node loads its dataset", func() error {
+		if !loading() {
+			return errors.New("not loading")
+		}
+		return nil
+	})
+	probe := p.script(readinessScript)
+	if !loading() {
+		t.Fatal("the load ended during the probe; cannot judge it")
+	}
+	if probe == nil {
+		t.Error("a master loading its dataset is ready")
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != keys {
+		t.Fatalf("after the load: %d keys, %v; want %d", n, err, keys)
+	}
+	if err := p.script(readinessScript); err != nil {
+		t.Errorf("master not ready after the load: %v", err)
 	}
 }
