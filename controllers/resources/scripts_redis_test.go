@@ -116,19 +116,7 @@ func TestReadiness(t *testing.T) {
 		info, err := nc.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "master_sync_in_progress:1")
 	}
-	eventually(t, "full sync starts", func() error {
-		if !syncing() {
-			return errors.New("no sync in progress")
-		}
-		return nil
-	})
-	probe := n.script(readinessScript)
-	if !syncing() {
-		t.Fatal("the full sync ended during the probe; cannot judge it")
-	}
-	if probe == nil {
-		t.Error("replica in a full sync is ready")
-	}
+	notReadyWhile(t, n, "in a full sync", syncing)
 	eventually(t, "full sync ends", func() error {
 		if syncing() {
 			return errors.New("still syncing")
@@ -144,6 +132,26 @@ func TestReadiness(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// notReadyWhile waits until in reports node p in state, runs the
+// readiness probe there and fails the test if it passed. in must still
+// hold after the probe, or the test cannot judge it.
+func notReadyWhile(t *testing.T, p *pod, state string, in func() bool) {
+	t.Helper()
+	eventually(t, "the node is "+state, func() error {
+		if !in() {
+			return fmt.Errorf("not %s", state)
+		}
+		return nil
+	})
+	probe := p.script(readinessScript)
+	if !in() {
+		t.Fatalf("the node stopped being %s during the probe; cannot judge it", state)
+	}
+	if probe == nil {
+		t.Errorf("ready while %s", state)
+	}
 }
 
 // TestPreStopSkipsLaggingReplica: a master whose only replica answers
@@ -285,19 +293,7 @@ func TestReadinessWhileLoading(t *testing.T) {
 		info, err := c.Info(ctx, "persistence").Result()
 		return err == nil && strings.Contains(info, "\nloading:1") && strings.Contains(info, "\nasync_loading:0")
 	}
-	eventually(t, "the restarted node loads its dataset", func() error {
-		if !loading() {
-			return errors.New("not loading")
-		}
-		return nil
-	})
-	probe := p.script(readinessScript)
-	if !loading() {
-		t.Fatal("the load ended during the probe; cannot judge it")
-	}
-	if probe == nil {
-		t.Error("a master loading its dataset is ready")
-	}
+	notReadyWhile(t, p, "loading its dataset", loading)
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
