@@ -229,29 +229,41 @@ func TestSimKeepsAFailedOverMasterWhosePodIsRecreated(t *testing.T) {
 	}
 }
 
+// scaleOutHoldingS3 converges shards s0–s2 of five (one replica each), then runs a
+// scale-out to all five in which hold has changed shard s3's nodes, and checks that the
+// pass holds s3 back (ErrNotReady naming it and reason, no slot) while s4 receives its
+// fifth. It returns the five shards and the desired state of the scale-out.
+func scaleOutHoldingS3(t *testing.T, s *sim, reason string, hold func([]Endpoint)) ([]ShardSpec, Desired) {
+	t.Helper()
+	all := s.shards("s", 0, 5, 2)
+	s.mustConverge(Desired{Shards: all[:3], ReplicasPerShard: 1})
+	d := Desired{Shards: slices.Clone(all), ReplicasPerShard: 1}
+	d.Shards[3].Nodes = slices.Clone(d.Shards[3].Nodes)
+	hold(d.Shards[3].Nodes)
+	err := s.run(d)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s3 receives") || !strings.Contains(err.Error(), reason) {
+		t.Fatalf("error %v, want ErrNotReady naming shard s3 and %q", err, reason)
+	}
+	if c := s.masterSlots(all[3]); c > 0 {
+		t.Fatalf("shard s3 owns %d slots while it is held back", c)
+	}
+	if c := s.masterSlots(all[4]); c < NumSlots/5 || c > NumSlots/5+1 {
+		t.Fatalf("shard s4 owns %d slots, want its fifth (%d)", c, NumSlots/5)
+	}
+	return all, d
+}
+
 // A new shard whose nodes cannot serve clients yet (Endpoint.NoSlots: the TLS certificate
 // they present does not name their addresses) is met and gets its replica, but receives
 // no slot until they can; another new shard gets its share meanwhile.
 func TestSimScaleOutHoldsSlotsOffANoSlotsShard(t *testing.T) {
 	s := newSim(t)
-	all := s.shards("s", 0, 5, 2)
-	s.mustConverge(Desired{Shards: all[:3], ReplicasPerShard: 1})
-	d := Desired{Shards: slices.Clone(all), ReplicasPerShard: 1}
-	d.Shards[3].Nodes = slices.Clone(d.Shards[3].Nodes)
 	const why = "it serves TLS certificate 1A, not 2B"
-	for i := range d.Shards[3].Nodes {
-		d.Shards[3].Nodes[i].NoSlots = why
-	}
-	err := s.run(d)
-	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s3 receives") || !strings.Contains(err.Error(), why) {
-		t.Fatalf("error %v, want ErrNotReady naming shard s3 and why", err)
-	}
-	if c := s.masterSlots(all[3]); c > 0 {
-		t.Fatalf("shard s3 owns %d slots while its master cannot serve clients", c)
-	}
-	if c := s.masterSlots(all[4]); c < NumSlots/5 || c > NumSlots/5+1 {
-		t.Fatalf("shard s4 owns %d slots, want its fifth (%d)", c, NumSlots/5)
-	}
+	all, _ := scaleOutHoldingS3(t, s, why, func(nodes []Endpoint) {
+		for i := range nodes {
+			nodes[i].NoSlots = why
+		}
+	})
 	if s.live["s3-1"].master != s.live["s3-0"].id {
 		t.Fatal("the held shard's replica does not follow its master")
 	}
@@ -309,21 +321,9 @@ func TestPlanWaitsForARemovedReplicaToBeForgotten(t *testing.T) {
 // receives its slots.
 func TestSimScaleOutWaitsUntilEveryNodeKnowsTheHostname(t *testing.T) {
 	s := newSim(t)
-	all := s.shards("s", 0, 5, 2)
-	s.mustConverge(Desired{Shards: all[:3], ReplicasPerShard: 1})
-	d := Desired{Shards: slices.Clone(all), ReplicasPerShard: 1}
-	d.Shards[3].Nodes = slices.Clone(d.Shards[3].Nodes)
-	d.Shards[3].Nodes[0].Hostname = "10.96.0.30"
-	err := s.run(d)
-	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "shard s3 receives") || !strings.Contains(err.Error(), "address 10.96.0.30") {
-		t.Fatalf("error %v, want ErrNotReady naming shard s3 and the address", err)
-	}
-	if c := s.masterSlots(all[3]); c > 0 {
-		t.Fatalf("shard s3 owns %d slots while nodes do not know its address", c)
-	}
-	if c := s.masterSlots(all[4]); c < NumSlots/5 || c > NumSlots/5+1 {
-		t.Fatalf("shard s4 owns %d slots, want its fifth (%d)", c, NumSlots/5)
-	}
+	_, d := scaleOutHoldingS3(t, s, "address 10.96.0.30", func(nodes []Endpoint) {
+		nodes[0].Hostname = "10.96.0.30"
+	})
 	// Every table shows the hostname: the shard receives its share.
 	v := s.view(d)
 	for _, n := range v.Nodes {
