@@ -9,18 +9,25 @@
 #   bin/kustomize                                    from sigs.k8s.io/kustomize/kustomize/v5 (hack/tools/kustomize)
 #   bin/argocd                                       from github.com/argoproj/argo-cd/v3 (hack/tools/argocd)
 #   bin/vaultserver                                  from test/vaultserver (Vault's own KV v2 and Kubernetes auth backends)
+#   bin/kubelet                                      from k8s.io/kubernetes (the local plane's real nodes)
 # Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
-# except through the Go module proxy. A binary is rebuilt only when it is missing or
-# when its stamp in bin/.versions/ (module version plus a hash of the module's go.mod,
-# go.sum and build flags) differs, so a second run is a no-op. The script writes only
-# under bin/. Caller's GOFLAGS (for example -buildvcs=false) are kept.
+# except through the Go module proxy. Every binary is identified by its stamp (module
+# version plus a hash of the module's go.mod, go.sum and build flags) and kept in a
+# per-user cache outside the clone, as setup-envtest does:
+#   ${REDIS_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/redis-operator}/tools/NAME-HASH
+# bin/NAME is a hard link to it (a copy across file systems), with its stamp in
+# bin/.versions/. So a fresh clone on the same machine (what CI is) links the tools it
+# needs in a second, a second run is a no-op, and only a changed stamp rebuilds. A cold
+# cache builds two tools at a time (the Kubernetes binaries one after another beside
+# the others), each printing a line every 30 s.
+# Caller's GOFLAGS (for example -buildvcs=false) are kept.
 #
 # Usage: build-tools.sh [NAME...]: with names (kube-apiserver, kubectl, weed,
 # ...) only those are built; without, all of them (make tools).
 set -euo pipefail
 
 wanted=("$@")
-known=" etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubectl weed kustomize argocd vaultserver "
+known=" etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet kubectl weed kustomize argocd vaultserver "
 for w in "${wanted[@]}"; do
   [[ "${known}" == *" ${w} "* ]] || { echo "build-tools: no tool named ${w} (known:${known})" >&2; exit 2; }
 done
@@ -40,18 +47,20 @@ stamps="${bin}/.versions"
 # The tool modules are separate from the repository's module and any go.work.
 export GOWORK=off CGO_ENABLED=0
 
-mkdir -p "${stamps}"
-# Several developers share this tree: one build at a time.
-exec 9>"${bin}/.build-tools.lock"
+cache="${REDIS_OPERATOR_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/redis-operator}/tools"
+mkdir -p "${stamps}" "${cache}"
+# Several clones share the cache: one build-tools run at a time.
+exec 9>"${cache}/.lock"
 if ! flock -n 9; then
   echo "build-tools: waiting for another build-tools run to finish"
   flock 9
 fi
 
-work="$(mktemp -d "${bin}/.build.XXXXXX")"
+work="$(mktemp -d "${cache}/.build.XXXXXX")"
 trap 'rm -rf "${work}"' EXIT
 
-built=0
+# The builds to run, as "DIR|STAMP|LDFLAGS|NAME|PACKAGE" (run at the end, TOOLS_JOBS at a time).
+queue=()
 
 # module_version DIR MODULE prints MODULE's version as pinned in DIR/go.mod.
 module_version() {
@@ -67,23 +76,45 @@ stamp() {
   printf '%s %s inputs=%s\n' "${module}" "${version}" "${inputs}"
 }
 
-# up_to_date NAME STAMP succeeds when bin/NAME exists and was built with STAMP.
-up_to_date() {
-  [[ -x "${bin}/$1" && -f "${stamps}/$1" && "$(cat "${stamps}/$1")" == "$2" ]]
+# cached NAME STAMP prints the cache path of NAME built with STAMP.
+cached() {
+  printf '%s/%s-%s' "${cache}" "$1" "$(printf '%s' "$2" | sha256sum | cut -c1-16)"
 }
 
-# build DIR STAMP LDFLAGS NAME PACKAGE builds PACKAGE of DIR's module as bin/NAME and
-# records its stamp; the binary is moved into place only once complete.
+# link NAME STAMP puts the cached binary at bin/NAME (hard link, else copy) with its stamp.
+link() {
+  local from
+  from="$(cached "$1" "$2")"
+  rm -f "${bin}/$1"
+  ln "${from}" "${bin}/$1" 2>/dev/null || cp "${from}" "${bin}/$1"
+  printf '%s\n' "$2" >"${stamps}/$1"
+}
+
+# want_built DIR STAMP LDFLAGS NAME PACKAGE: bin/NAME is left alone when built with
+# STAMP, linked from the cache when the cache has it, queued for a build otherwise.
+want_built() {
+  local dir="$1" line="$2" ldflags="$3" name="$4" pkg="$5"
+  if [[ -x "${bin}/${name}" && -f "${stamps}/${name}" && "$(cat "${stamps}/${name}")" == "${line}" ]]; then
+    echo "build-tools: bin/${name} is up to date (${line% inputs=*})"
+  elif [[ -x "$(cached "${name}" "${line}")" ]]; then
+    link "${name}" "${line}"
+    echo "build-tools: bin/${name} linked from the cache (${line% inputs=*})"
+  else
+    queue+=("${dir}|${line}|${ldflags}|${name}|${pkg}")
+  fi
+}
+
+# build DIR STAMP LDFLAGS NAME PACKAGE builds PACKAGE of DIR's module into the cache,
+# then links it as bin/NAME; the binary is moved into the cache only once complete.
 build() {
   local dir="$1" line="$2" ldflags="$3" name="$4" pkg="$5"
   echo "build-tools: building bin/${name} from ${pkg} (${line% inputs=*})"
   local start=${SECONDS}
   bash "${root}/hack/heartbeat.sh" "building bin/${name}" \
-    go -C "${dir}" build -trimpath -ldflags "${ldflags}" -o "${work}/${name}" "${pkg}"
-  mv -f "${work}/${name}" "${bin}/${name}"
-  printf '%s\n' "${line}" >"${stamps}/${name}"
+    go -C "${dir}" build -trimpath -ldflags "${ldflags}" -o "${work}/${name}" "${pkg}" || return 1
+  mv -f "${work}/${name}" "$(cached "${name}" "${line}")"
+  link "${name}" "${line}"
   echo "build-tools: built bin/${name} in $((SECONDS - start))s ($(du -h "${bin}/${name}" | cut -f1))"
-  built=1
 }
 
 # kube-apiserver, kube-controller-manager, kube-proxy and kube-scheduler, with the version variables that
@@ -102,26 +133,17 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kube_ldflags+=" -X ${pkg}.gitMinor=${kube_minor} -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${kube_date}"
 done
 kube_stamp="$(stamp "${kube_dir}" k8s.io/kubernetes "${kube_version}" "${kube_ldflags}")"
-for name in kube-apiserver kube-controller-manager kube-proxy kube-scheduler; do
-  if ! want "${name}"; then
-    continue
-  elif up_to_date "${name}" "${kube_stamp}"; then
-    echo "build-tools: bin/${name} is up to date (k8s.io/kubernetes ${kube_version})"
-  else
-    build "${kube_dir}" "${kube_stamp}" "${kube_ldflags}" "${name}" "k8s.io/kubernetes/cmd/${name}"
-  fi
+for name in kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet; do
+  want "${name}" || continue
+  want_built "${kube_dir}" "${kube_stamp}" "${kube_ldflags}" "${name}" "k8s.io/kubernetes/cmd/${name}"
 done
 
 # kubectl, at the API server's release and with the same version variables, from its own
 # module (hack/tools/kubectl) so that its dependencies do not change the servers' stamp.
 kubectl_dir="${tools}/kubectl"
 kubectl_stamp="$(stamp "${kubectl_dir}" k8s.io/kubernetes "$(module_version "${kubectl_dir}" k8s.io/kubernetes)" "${kube_ldflags}")"
-if ! want kubectl; then
-  :
-elif up_to_date kubectl "${kubectl_stamp}"; then
-  echo "build-tools: bin/kubectl is up to date (k8s.io/kubernetes ${kube_version})"
-else
-  build "${kubectl_dir}" "${kubectl_stamp}" "${kube_ldflags}" kubectl k8s.io/kubernetes/cmd/kubectl
+if want kubectl; then
+  want_built "${kubectl_dir}" "${kubectl_stamp}" "${kube_ldflags}" kubectl k8s.io/kubernetes/cmd/kubectl
 fi
 
 # module_tool NAME DIR MODULE PACKAGE [INPUT...] builds PACKAGE of DIR's tool module as
@@ -134,11 +156,7 @@ module_tool() {
   local version line
   version="$(module_version "${dir}" "${module}")"
   line="$(stamp "${dir}" "${module}" "${version}" "-s -w" "$@")"
-  if up_to_date "${name}" "${line}"; then
-    echo "build-tools: bin/${name} is up to date (${module} ${version})"
-  else
-    build "${dir}" "${line}" "-s -w" "${name}" "${pkg}"
-  fi
+  want_built "${dir}" "${line}" "-s -w" "${name}" "${pkg}"
 }
 
 # etcd: go.etcd.io/etcd/server/v3 is etcd's main package; its version is a constant
@@ -165,6 +183,33 @@ module_tool argocd "${tools}/argocd" github.com/argoproj/argo-cd/v3 . "$(cat "${
 module_tool vaultserver "${root}/test/vaultserver" github.com/hashicorp/vault/sdk ./cmd/vaultserver \
   "$(cat "${root}/test/vaultserver"/*.go "${root}/test/vaultserver"/cmd/vaultserver/*.go | sha256sum)"
 
-if ((built == 0)); then
-  echo "build-tools: nothing to do, all tools up to date in bin/"
+if ((${#queue[@]} == 0)); then
+  echo "build-tools: nothing to build, all tools up to date in bin/"
+  exit 0
+fi
+echo "build-tools: ${#queue[@]} to build into ${cache}, two at a time"
+# Two lanes run side by side: the Kubernetes binaries, which share most of their
+# packages and so build best one after another, and every other tool.
+lane() {
+  local kube="$1" job dir line ldflags name pkg
+  for job in "${queue[@]}"; do
+    IFS='|' read -r dir line ldflags name pkg <<<"${job}"
+    if [[ "${dir}" == "${kube_dir}" || "${dir}" == "${kubectl_dir}" ]]; then
+      [[ "${kube}" == yes ]] || continue
+    else
+      [[ "${kube}" == no ]] || continue
+    fi
+    build "${dir}" "${line}" "${ldflags}" "${name}" "${pkg}" || return 1
+  done
+}
+lane yes &
+kube_lane=$!
+lane no &
+other_lane=$!
+failed=0
+wait "${kube_lane}" || failed=1
+wait "${other_lane}" || failed=1
+if ((failed)); then
+  echo "build-tools: a build failed (see above)" >&2
+  exit 1
 fi
