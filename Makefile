@@ -17,7 +17,7 @@ deps: ## Install the Debian packages the tests and the demo need (apt-get as roo
 	@bash hack/deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubectl, weed (SeaweedFS), kustomize, argocd and the test Vault (vaultserver) into bin/ (no-op when present).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubelet, kubectl, weed (SeaweedFS), kustomize, argocd and the test Vault (vaultserver) into bin/ (no-op when present).
 	@bash hack/build-tools.sh
 
 .PHONY: generate
@@ -59,16 +59,28 @@ modules: ## Vet and test the separate test modules (test Vault server, local con
 # How many side-by-side scenarios (those calling t.Parallel, test/e2e/doc.go)
 # run at once.
 E2E_PARALLEL ?= 4
+# The e2e tier (test/e2e/doc.go, Tiers): ci exercises every capability once
+# (what make test runs); all adds the scenarios that repeat a ci scenario's
+# coverage. Each top-level test declares its tier with tier(t, ...).
+E2E_TIER ?= ci
+E2E_TIMEOUT ?= 40m
+E2E_LOG ?= $(BIN)/e2e.log
 .PHONY: test-e2e
-test-e2e: ## End-to-end suite: the operator against the local control plane with real Redis (root).
-	@bash hack/e2e.sh $(BIN)/e2e.log -count=1 -parallel $(E2E_PARALLEL) -timeout 40m
+test-e2e: ## End-to-end suite, tier E2E_TIER (ci: every capability once, what make test runs; all: every scenario): the operator against the local control plane with real Redis (root). One start and one end line per scenario, then `e2e: N passed, N failed, N skipped (tier T)`.
+	@E2E_TIER=$(E2E_TIER) bash hack/e2e.sh $(E2E_LOG) -count=1 -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT)
 
 # The scenarios whose failures depend on timing run twice more (three runs
-# in all with test-e2e) on the machine loaded by the rest of CI.
+# in all with test-e2e-all) on the machine loaded by the rest of CI. They
+# run whatever their tier (E2E_TIER=all).
 E2E_REPEAT_RUN ?= ^(TestDisruptive|TestDataSafety|TestMidMigration|TestOperatorKilled)$$/^(delete-all-pods|asymmetric-partition|pause|delete|scale-out-3-6|scale-in-6-3)$$
 .PHONY: test-e2e-repeat
-test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod deleted, a partition, pause/delete mid-migration, the operator killed).
-	@bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -parallel $(E2E_PARALLEL) -timeout 40m -run '$(E2E_REPEAT_RUN)'
+test-e2e-repeat: ## The timing-sensitive e2e scenarios twice more (every pod deleted, a partition, pause/delete mid-migration, the operator killed in a scale-out and a scale-in); part of test-e2e-all.
+	@E2E_TIER=all bash hack/e2e.sh $(BIN)/e2e-repeat.log -count=2 -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -run '$(E2E_REPEAT_RUN)'
+
+.PHONY: test-e2e-all
+test-e2e-all: ## Every e2e scenario, both tiers (ci and all; log bin/e2e-all.log), then test-e2e-repeat; not part of make test. Prints how long each part took.
+	@bash hack/timed.sh e2e-all $(MAKE) --no-print-directory test-e2e E2E_TIER=all E2E_TIMEOUT=60m E2E_LOG=$(BIN)/e2e-all.log
+	@bash hack/timed.sh e2e-repeat $(MAKE) --no-print-directory test-e2e-repeat
 
 # Every benchmark appends its rows to $(BENCH_TABLE) (package test/benchtable);
 # `make bench` empties it first and ends by printing the table (bench-table).
@@ -109,7 +121,7 @@ bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU
 	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
-test: ## Everything CI runs, with its own set-up; prints how long each part took.
+test: ## Everything CI runs (.ci/run), with its own set-up: lint, verify-generated, unit and envtest, modules, bench-short and the e2e ci tier (make test-e2e-all runs the rest); prints how long each part took.
 	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
 	@bash hack/timed.sh tools $(MAKE) --no-print-directory tools
 	@bash hack/timed.sh lint $(MAKE) --no-print-directory lint
@@ -117,8 +129,7 @@ test: ## Everything CI runs, with its own set-up; prints how long each part took
 	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit
 	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
 	@bash hack/timed.sh bench-short $(MAKE) --no-print-directory bench-short
-	@bash hack/timed.sh e2e $(MAKE) --no-print-directory test-e2e
-	@bash hack/timed.sh e2e-repeat $(MAKE) --no-print-directory test-e2e-repeat
+	@bash hack/timed.sh e2e-ci $(MAKE) --no-print-directory test-e2e E2E_TIER=ci
 
 IMG ?= ghcr.io/redis-operator/redis-operator:v0.1.0
 CONTAINER_TOOL ?= docker
@@ -147,7 +158,7 @@ demo-gitops: ## Argo CD core on the local plane installs and scales the operator
 	@bash hack/gitops-demo.sh
 
 .PHONY: demo dev-up dev-down
-demo: ## Run a 3x1 Redis Cluster on the local control plane; Ctrl-C stops everything.
+demo: ## Run a 3x1 Redis Cluster on the local control plane; Ctrl-C stops everything and exits 0.
 	@bash hack/localplane.sh demo
 dev-up: ## Start the local plane and the operator in the background (KUBECONFIG=.localplane/dev/kubeconfig).
 	@bash hack/localplane.sh dev-up

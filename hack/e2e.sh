@@ -1,20 +1,56 @@
 #!/usr/bin/env bash
 # e2e.sh LOG [GO TEST FLAGS...]: builds bin/localplane and bin/redis-operator,
-# runs the e2e suite (test/e2e) with the given flags, keeps the whole output in
-# LOG and prints only one line per scenario and the test's own lines; on a
-# failure it prints the last 150 lines of LOG.
+# runs the e2e suite (test/e2e) with the given flags on the tier E2E_TIER
+# names (ci, the default: what make test runs; all: every scenario), keeps
+# the whole output in LOG and prints as it goes only each scenario's start
+# and end lines (`e2e: <scenario> start`, `e2e: <scenario> <s>s ok|FAIL|skip`)
+# and the test's own lines; on a failure it prints the last 150 lines of LOG.
+# It always ends with the suite's summary line, `e2e: N passed, N failed, N
+# skipped (tier T)`; when the test binary did not get to print it (a panic,
+# the -timeout, a build failure) it counts the same from LOG, a scenario
+# that started and never ended counting as failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$1; shift
 bin=$PWD/bin
+export E2E_TIER=${E2E_TIER:-ci}
 mkdir -p "$bin"
-bash hack/heartbeat.sh "building bin/localplane" go -C test/localplane build -o "$bin/localplane" ./cmd/localplane || exit
-bash hack/heartbeat.sh "building bin/redis-operator" go build -o "$bin/redis-operator" ./cmd/redis-operator || exit
+summary_re='^e2e: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped \(tier [a-z]+\)$'
+# build WHAT GO-ARGS...: go GO-ARGS with progress lines; a failure ends the
+# run with its summary (no scenario ran).
+build() {
+  local what=$1; shift
+  bash hack/heartbeat.sh "building bin/$what" go "$@" && return
+  echo "e2e: building bin/$what failed; no scenario ran"
+  echo "e2e: 0 passed, 1 failed, 0 skipped (tier $E2E_TIER)"
+  exit 1
+}
+build localplane -C test/localplane build -o "$bin/localplane" ./cmd/localplane
+build redis-operator build -o "$bin/redis-operator" ./cmd/redis-operator
 E2E_REUSE_BIN=1 go test -tags e2e -v "$@" ./test/e2e/ 2>&1 | tee "$log" |
-  grep --line-buffered -E '^\s*(e2e:|--- |ok|FAIL|PASS|panic)|_test\.go:[0-9]+:'
+  grep --line-buffered -E '^\s*(e2e:|--- |ok|FAIL|PASS|panic)|_test\.go:[0-9]+:' |
+  grep --line-buffered -vE "$summary_re"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then
   echo "e2e failed; the last lines of $log:"
   tail -150 "$log"
 fi
+
+# The summary, last, where CI reads it.
+summary=$(grep -E "$summary_re" "$log" | tail -1)
+if [ -z "$summary" ]; then
+  count() { grep -cE "$1" "$log"; }
+  started=$(count '^e2e: [^ ]+ start$')
+  passed=$(count '^e2e: [^ ]+ [0-9]+s ok$')
+  failed=$(count '^e2e: [^ ]+ ([0-9]+s FAIL$|FAIL \(outside its scenarios\)$)')
+  skipped=$(count '^e2e: [^ ]+ ([0-9]+s skip$|skip \(tier )')
+  ended=$(count '^e2e: [^ ]+ [0-9]+s (ok|FAIL|skip)$')
+  unfinished=$((started > ended ? started - ended : 0))
+  failed=$((failed + unfinished))
+  # A run that failed before any scenario ended (build, set-up) is one failure.
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  echo "e2e: the test binary ended (exit $rc) before its summary; counted from $log ($unfinished started scenario(s) never ended, counted failed):"
+  summary="e2e: $passed passed, $failed failed, $skipped skipped (tier $E2E_TIER)"
+fi
+echo "$summary"
 exit "$rc"

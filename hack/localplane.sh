@@ -74,8 +74,25 @@ install_crds() {
   kubectl kustomize "$WEBHOOK_MANIFESTS" |
     sed "s#https://localhost:9443/#https://localhost:$WEBHOOK_PORT/#" |
     kubectl apply --server-side -f -
-  kubectl wait --for=condition=Established --timeout=60s crd/redisclusters.cache.redis.io
+  wait_established redisclusters.cache.redis.io 60
   kubectl create namespace "$OPERATOR_NAMESPACE" --dry-run=client -o yaml | kubectl apply --server-side -f -
+}
+
+# wait_established CRD [SECONDS]: polls until the CRD's Established
+# condition is True (60 s by default), and fails naming what it last saw.
+# Not `kubectl wait --for=condition=Established`: right after the apply the
+# API server may not have written the CRD's status yet, and kubectl wait
+# then fails at once (".status.conditions accessor error: <nil>").
+wait_established() {
+  local crd=$1 timeout=${2:-60} start=$SECONDS seen=
+  while :; do
+    if seen=$(kubectl get "crd/$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>&1); then
+      [ "$seen" = True ] && return 0
+      seen="Established is ${seen:-not reported yet}"
+    fi
+    ((SECONDS - start < timeout)) || die "CRD $crd is not Established after ${timeout}s ($seen)"
+    sleep 0.5
+  done
 }
 
 # start_operator DIR [detach]: runs the operator as a local process with
@@ -172,7 +189,7 @@ demo() {
     echo "Stopped; nothing is left running."
   }
   trap cleanup EXIT
-  trap 'cleanup; exit 130' INT TERM
+  trap 'stopped_on_request "Ctrl-C"' INT TERM
   start_plane "$dir"
   install_crds
   start_operator "$dir"
@@ -214,8 +231,37 @@ The cluster is running. In another shell:
 Logs: $dir/logs (operator.log, node.log, kube-apiserver.log, ...).
 Press Ctrl-C to stop everything.
 EOF
+  await_demo_end "$dir"
+}
+
+# stopped_on_request WHAT: the user stopped the demo (an interrupt is a
+# clean stop): stops the operator and the plane quietly (their output to
+# logs/stop.log), says so in one line and exits 0.
+stopped_on_request() {
+  trap - INT TERM EXIT
+  mkdir -p "$DEMO_DIR/logs"
+  stop_operator "$DEMO_DIR" >>"$DEMO_DIR/logs/stop.log" 2>&1 || true
+  "$BIN/localplane" down --state-dir "$DEMO_DIR" >>"$DEMO_DIR/logs/stop.log" 2>&1 || true
+  printf '\n%s: stopped everything the demo started (the operator, the local plane); nothing is left running.\n' "$1"
+  exit 0
+}
+
+# await_demo_end DIR: returns only by exiting, once the plane or the
+# operator has stopped. Both exit 0 only when told to stop (SIGINT or
+# SIGTERM): a Ctrl-C that reached them but not this shell (started with
+# SIGINT ignored, it cannot trap it) or a `localplane down` is a clean stop.
+# Any other exit is unexpected: an error naming the logs.
+await_demo_end() {
+  local dir=$1 which pid status=0
   while kill -0 "$PLANE_PID" 2>/dev/null && kill -0 "$OPERATOR_PID" 2>/dev/null; do sleep 1; done
-  die "the plane or the operator exited; see $dir/logs"
+  if kill -0 "$PLANE_PID" 2>/dev/null; then
+    which="the operator" pid=$OPERATOR_PID
+  else
+    which="the local plane" pid=$PLANE_PID
+  fi
+  wait "$pid" 2>/dev/null || status=$?
+  if [ "$status" -eq 0 ]; then stopped_on_request "Stopped ($which was told to stop)"; fi
+  die "$which exited unexpectedly (status $status); see $dir/logs"
 }
 
 dev_up() {

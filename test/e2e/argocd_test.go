@@ -60,6 +60,7 @@ const (
 //     operator's finalizer, its StatefulSets with it, then the operator;
 //     the CRDs stay (Argo CD never deletes a CRD in a cascade).
 func TestArgoCD(t *testing.T) {
+	tier(t, tierCI)
 	scenario(t, "gitops/argocd-appset-waves-3-4-delete")
 	ctx := context.Background()
 	removeOperator(t)

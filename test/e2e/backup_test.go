@@ -150,6 +150,7 @@ func hasManifest(t *testing.T, srv *s3test.Server, bucket string, b *cachev1beta
 // gateway, restores from them (also with the object store's keys in Vault),
 // and the failures each with its condition.
 func TestBackup(t *testing.T) {
+	tier(t, tierCI)
 	t.Run("restore", func(t *testing.T) {
 		scenario(t, "backup/restore")
 		srv := suiteStore(t)

@@ -34,6 +34,7 @@ const nodeTimeout = 5 * time.Second
 const serveWithin = nodeTimeout + 25*time.Second
 
 func TestChaos(t *testing.T) {
+	tier(t, tierCI)
 	t.Run("master-packet-loss", func(t *testing.T) {
 		testMasterFault(t, "master-packet-loss", func(t *testing.T, c *cluster, M string) *fault {
 			return packetLoss(t, M, 100, lossFor)
@@ -43,12 +44,14 @@ func TestChaos(t *testing.T) {
 	// every other Redis pod (the operator and the writer, on the host,
 	// still reach it; it takes writes no replica confirms).
 	t.Run("master-partitioned", func(t *testing.T) {
+		tier(t, tierAll) // master-one-way-partition and master-packet-loss cover it (doc.go, Tiers)
 		testMasterFault(t, "master-partitioned", func(t *testing.T, c *cluster, M string) *fault {
 			return partition(t, []string{M}, c.podIPsBut(M), directionBoth, lossFor)
 		})
 	})
 	// PodChaos freeze: every process of the master's pod stopped.
 	t.Run("master-frozen", func(t *testing.T) {
+		tier(t, tierAll) // TestFailover/master-crash freezes a master too (doc.go, Tiers)
 		testMasterFault(t, "master-frozen", func(t *testing.T, c *cluster, M string) *fault {
 			return freezePod(t, M, lossFor)
 		})
@@ -64,7 +67,10 @@ func TestChaos(t *testing.T) {
 	})
 	t.Run("master-delayed", testMasterDelayed)
 	t.Run("replica-killed", testReplicaKilled)
-	t.Run("node-lost", testNodeLost)
+	t.Run("node-lost", func(t *testing.T) {
+		tier(t, tierAll) // zone-lost loses this and one more node (doc.go, Tiers)
+		testNodeLost(t)
+	})
 	t.Run("zone-lost", testZoneLost)
 	t.Run("drain-every-node", testDrainEveryNode)
 }

@@ -49,19 +49,29 @@ type cluster struct {
 	tls *tls.Config
 }
 
-// scenario prints `e2e: <name> <seconds>s ok|FAIL` when t ends and fails
-// t early if the operator process died.
+// scenario prints `e2e: <name> start` now and `e2e: <name> <seconds>s
+// ok|FAIL|skip` when t ends (counted in the run's summary, tiers_test.go),
+// and fails t early if the operator process died. t must run under a tier
+// declaration (tier, in its own test or a parent).
 func scenario(t *testing.T, name string) {
 	t.Helper()
-	checkOperator(t)
+	if scenarioTier(t) == nil {
+		t.Fatalf("scenario %s (%s) is in no tier: its top-level test must start with tier(t, tierCI) or tier(t, tierAll)", name, t.Name())
+	}
+	fmt.Printf("e2e: %s start\n", name)
 	start := time.Now()
 	t.Cleanup(func() {
 		result := "ok"
-		if t.Failed() {
+		switch {
+		case t.Failed():
 			result = "FAIL"
+		case t.Skipped():
+			result = "skip"
 		}
+		scenarioEnded(t, result)
 		fmt.Printf("e2e: %s %.0fs %s\n", name, time.Since(start).Seconds(), result)
 	})
+	checkOperator(t)
 }
 
 // newCluster creates the RedisCluster name in namespace e2e-<name>: 3

@@ -22,6 +22,7 @@ import (
 // no StatefulSet (R14); deleting a cluster with deleteClaimPolicy Retain
 // keeps its claims.
 func TestConfig(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	c := newCluster(t, "config", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Storage.DeleteClaimPolicy = cachev1beta1.DeleteClaimRetain

@@ -21,8 +21,12 @@ import (
 // it; besides its `e2e: <scenario> <seconds>s ok|FAIL` line it prints
 // `e2e: <scenario> keys: loaded N, lost L; writer: ... acknowledged lost A`.
 func TestDataSafety(t *testing.T) {
+	tier(t, tierCI)
 	t.Run("restart-without-data", testRestartWithoutData)
-	t.Run("sts-scaled-to-zero", func(t *testing.T) { testScaledToZero(t, true) })
+	t.Run("sts-scaled-to-zero", func(t *testing.T) {
+		tier(t, tierAll) // sts-scaled-to-zero-restored is the same, restored by the operator (doc.go, Tiers)
+		testScaledToZero(t, true)
+	})
 	t.Run("sts-scaled-to-zero-restored", func(t *testing.T) { testScaledToZero(t, false) })
 	t.Run("shard-lost", testShardLost)
 	t.Run("asymmetric-partition", testAsymmetricPartition)

@@ -24,6 +24,7 @@ import (
 // cluster_state ok) within 60 s of the pods running, every key is there,
 // and no node was reset, flushed or re-created.
 func TestDisruptive(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("delete-all-pods", func(t *testing.T) {
 		scenario(t, "disruptive/delete-all-pods")

@@ -15,33 +15,96 @@
 //
 //	go test -tags e2e -v -timeout 40m ./test/e2e/
 //	go test -tags e2e -v -timeout 40m -run 'TestScaling' ./test/e2e/
+//	E2E_TIER=all go test -tags e2e -v -timeout 60m ./test/e2e/
 //
-// Each top-level test is a label (TestSmoke, TestScaling, TestFailover,
+// Each top-level test is a label; its subtests (or the test itself) are
+// the scenarios, each printing `e2e: <scenario> start` when it begins and
+// `e2e: <scenario> <seconds>s ok|FAIL|skip` when it ends (scenario, in
+// cluster_test.go), so the log shows what runs side by side. The run ends
+// with one summary line, `e2e: N passed, N failed, N skipped (tier T)`:
+// failed also counts a test that failed outside its scenarios (`e2e:
+// <test> FAIL (outside its scenarios)`, a shared set-up say) and a failed
+// suite set-up or identity check; skipped counts the scenarios and tests
+// skipped (a test its tier skips counts once). hack/e2e.sh prints that line
+// last even when the run fails, counting from the log when the binary died
+// before printing it (a scenario started and never ended counts as failed).
+// Every scenario runs its own RedisCluster in its own namespace
+// (e2e-<name>). TestDataSafety's scenarios also print what they loaded and
+// wrote and how much of it was lost (`e2e: <scenario> keys: ...`); one of
+// them stops and restarts the operator, another cuts a master off with
+// iptables rules (removed when it ends) and needs iptables and ss.
+// TestMidMigration pauses and deletes a cluster in the middle of a
+// scale-out slowed down with SIGSTOP/SIGCONT; TestOperatorKilled SIGKILLs
+// the operator at 10 seeded random moments of a 3→6 and a 6→3 scale (and
+// SIGTERMs it once).
+//
+// # Tiers
+//
+// Every top-level test starts with tier(t, tierCI) or tier(t, tierAll)
+// (tiers_test.go): TestMain parses this package's test files and refuses to
+// run, before the plane starts, when a top-level test does not, and
+// scenario fails a scenario that runs under no declaration, so no scenario
+// is silently in no tier. A subtest has its parent's tier unless it starts
+// with tier(t, tierAll) itself. E2E_TIER selects the tier: ci (the
+// default) runs the ci tier and skips the rest, each with a line and a
+// skip message naming `make test-e2e-all`; all runs every scenario.
+//
+//   - ci: every capability exercised once; `make test` (`.ci/run`) runs it
+//     (`make test-e2e`, E2E_TIER=ci).
+//   - all: ci plus the scenarios that only repeat coverage a ci scenario
+//     gives; `make test-e2e-all` runs every scenario of both tiers
+//     (E2E_TIER=all, log bin/e2e-all.log), then `make test-e2e-repeat`, the
+//     timing-sensitive scenarios twice more on the loaded machine (every
+//     pod deleted, the asymmetric partition, pause and delete mid-migration,
+//     the operator killed in a scale-out and a scale-in; E2E_TIER=all, so
+//     they run whatever their tier). The repeats are no longer part of
+//     `make test`.
+//
+// Tier ci: every top-level test (TestSmoke, TestScaling, TestFailover,
 // TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault,
-// TestDataSafety, TestMidMigration, TestOperatorKilled, TestSickNode,
-// TestStatusCommand, and the
-// installed operator's TestInstalled, TestInstalledHA and
-// TestInstalledUpgrade); its subtests are the scenarios, each printing one line
-// `e2e: <scenario> <seconds>s ok|FAIL`. Every scenario runs its own
-// RedisCluster in its own namespace (e2e-<name>). TestDataSafety's
-// scenarios also print what they loaded and wrote and how much of it was
-// lost (`e2e: <scenario> keys: ...`); one of them stops and restarts the
-// operator, another cuts a master off with iptables rules (removed when it
-// ends) and needs iptables and ss. TestMidMigration pauses and deletes a
-// cluster in the middle of a scale-out slowed down with SIGSTOP/SIGCONT;
-// TestOperatorKilled SIGKILLs the operator at 10 seeded random moments of a
-// 3→6 and a 6→3 scale (and SIGTERMs it once). `make test-e2e-repeat` runs the
-// timing-sensitive scenarios twice more.
+// TestUsers, TestTLS, TestDataSafety, TestMidMigration, TestOperatorKilled,
+// TestSickNode, TestStatusCommand, TestChaos, TestBackup,
+// TestScheduledBackup, TestExternalAccess, TestExternalAccessLoadBalancer,
+// TestArgoCD, and the installed operator's TestInstalled, TestInstalledHA
+// and TestInstalledUpgrade) and all of their scenarios but these six, which
+// are in tier all only (no scenario is deleted; each line says which ci
+// scenario covers the same):
 //
-// Side by side: a top-level test that calls t.Parallel() first runs next to
-// the other such tests (at most `-parallel`, 4 in the Makefile) once every
-// other top-level test has finished, so the whole suite fits CI's budget on
-// two cores. Only a test that keeps to its own namespaces and leaves the
-// shared operator, the nodes and the plane's network alone may do that; the
-// ones that stop or kill the operator (stopOperator, killOperator: its
-// Deployment scaled to 0, its process signalled), install their own
-// (removeOperator), drain or lose nodes, or add iptables rules run one at a time,
-// before the side-by-side group.
+//   - TestScaling/3-8-5: TestScaling/3-8-5-mid-flight scales 3→8→5 under
+//     writes too (R7's sequence, with the same scale-event checks), the
+//     second step while slots still move, which is the harder case.
+//   - TestChaos/master-partitioned: TestChaos/master-one-way-partition
+//     cuts the same master from the other Redis pods (what it sends is
+//     dropped) while the writer still reaches it, and master-packet-loss
+//     cuts it off both ways, each for as long and with the same checks:
+//     its replica promoted, the old master back as a replica, no
+//     acknowledged write lost.
+//   - TestChaos/master-frozen: TestFailover/master-crash freezes a master
+//     (SIGSTOP) under WAIT writes until its replica is promoted, and
+//     master-packet-loss checks the old master's return as a replica.
+//   - TestChaos/node-lost: TestChaos/zone-lost loses the node of a master
+//     and the other node of its zone at once, with the same checks (every
+//     slot served within serveWithin, masters spread again by planned
+//     failovers by node and by zone, no acknowledged write lost).
+//   - TestDataSafety/sts-scaled-to-zero:
+//     TestDataSafety/sts-scaled-to-zero-restored is the same R5 case (the
+//     StatefulSets scaled to 0 with the operator stopped: claims, keys and
+//     node IDs kept), with the operator itself restoring the replicas
+//     instead of a person.
+//   - TestOperatorKilled/scale-in-6-3: TestOperatorKilled/scale-out-3-6
+//     SIGKILLs the operator at 10 moments of a migration the same way (and
+//     SIGTERMs it once), and a scale-in interrupted mid-move is
+//     TestScaling/in-kill-destination's (its destination killed).
+//
+// Side by side: a top-level test that calls t.Parallel() (right after its
+// tier) runs next to the other such tests (at most `-parallel`, 4 in the
+// Makefile) once every other top-level test has finished, so the whole
+// suite fits CI's budget on two cores. Only a test that keeps to its own
+// namespaces and leaves the shared operator, the nodes and the plane's
+// network alone may do that; the ones that stop or kill the operator
+// (stopOperator, killOperator: its Deployment scaled to 0, its process
+// signalled), install their own (removeOperator), drain or lose nodes, or
+// add iptables rules run one at a time, before the side-by-side group.
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):
@@ -65,6 +128,7 @@
 //
 // Environment:
 //
+//	E2E_TIER=ci|all        the tier to run (ci when unset; see Tiers)
 //	E2E_REUSE_BIN=1        use bin/localplane and bin/redis-operator as they are
 //	E2E_FIXTURE_DIR=DIR    write each cluster's RedisCluster, as `kubectl get -o
 //	                       yaml` shows it without managedFields, the first time

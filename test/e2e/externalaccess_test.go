@@ -30,6 +30,7 @@ import (
 // address, and CLUSTER SHARDS shows each node's announced address.
 // Own namespace; it stops nothing shared, so it runs in parallel.
 func TestExternalAccess(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel()
 	scenario(t, "external-access")
 	c := newCluster(t, "external-access", func(rc *cachev1beta1.RedisCluster) {
@@ -206,6 +207,7 @@ func TestExternalAccess(t *testing.T) {
 // write is ever redirected to "?"). Writes go on throughout and are all read
 // back.
 func TestExternalAccessLoadBalancer(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel()
 	scenario(t, "external-access/load-balancer-scale-out")
 	c := newCluster(t, "external-lb", func(rc *cachev1beta1.RedisCluster) {

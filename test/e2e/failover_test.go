@@ -22,6 +22,7 @@ import (
 // bootstrap or a rebalance (R2, R3). Writes count as acknowledged only
 // once WAIT 1 confirms a replica has them.
 func TestFailover(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	c := newCluster(t, "failover", nil)
 	c.waitReady(5 * time.Minute)

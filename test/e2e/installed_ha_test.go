@@ -40,6 +40,7 @@ const leaseName = "redis-operator.cache.redis.io"
 // webhook) must answer every request while the replica is gone, and no
 // request of any replica may be forbidden.
 func TestInstalledHA(t *testing.T) {
+	tier(t, tierCI)
 	scenario(t, "install/ha-leader-killed-3-5")
 	ctx := context.Background()
 	removeOperator(t)

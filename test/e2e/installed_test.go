@@ -65,6 +65,7 @@ const (
 // finalizer), the install removed, and the suite's operator installed
 // again.
 func TestInstalled(t *testing.T) {
+	tier(t, tierCI)
 	scenario(t, "install/dev-overlay-v1alpha1-3-4")
 	ctx := context.Background()
 	removeOperator(t)

@@ -48,6 +48,7 @@ const upgradeFlag = "--resync-period=20s"
 //     new ones logged no reconciler error;
 //   - every key loaded before and every acknowledged write is there.
 func TestInstalledUpgrade(t *testing.T) {
+	tier(t, tierCI)
 	scenario(t, "install/upgrade-from-previous-release")
 	previous := buildPreviousRelease(t)
 	removeOperator(t)

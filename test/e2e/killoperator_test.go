@@ -46,6 +46,7 @@ const killCount = 10
 // positions in the migration, so a replay on a busier machine kills at the
 // same points of the move, not at the same seconds).
 func TestOperatorKilled(t *testing.T) {
+	tier(t, tierCI)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("E2E_KILL_SEED"); s != "" {
 		var err error
@@ -58,6 +59,7 @@ func TestOperatorKilled(t *testing.T) {
 		testKilledScale(t, "operator-killed/scale-out-3-6", rand.New(rand.NewPCG(seed, 1)), 3, 6, true)
 	})
 	t.Run("scale-in-6-3", func(t *testing.T) {
+		tier(t, tierAll) // scale-out-3-6 kills it the same way (doc.go, Tiers)
 		testKilledScale(t, "operator-killed/scale-in-6-3", rand.New(rand.NewPCG(seed, 2)), 6, 3, false)
 	})
 }

@@ -77,7 +77,21 @@ func TestMain(m *testing.M) {
 // everything it started, whatever happened. A panic in a test kills this
 // process without running deferred calls; the plane and the operator were
 // started with a parent-death signal, so they stop by themselves then.
+//
+// Before anything starts it checks that every top-level test declares its
+// tier (tiers_test.go); it ends with the summary line `e2e: N passed, N
+// failed, N skipped (tier T)`, in which a failed set-up or suite check
+// counts as one failure.
 func runSuite(m *testing.M) int {
+	if err := selectTier(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 2
+	}
+	if err := checkTierDeclarations("."); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		printSummary(1)
+		return 1
+	}
 	s, err := setupSuite()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: set-up failed:", err)
@@ -85,15 +99,18 @@ func runSuite(m *testing.M) int {
 			s.printOperatorLog(os.Stderr, 40)
 			s.teardown(false)
 		}
+		printSummary(1)
 		return 1
 	}
 	env = s
 	code := m.Run()
+	extra := 0
 	if msg := s.checkSuiteIdentity(); msg != "" {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL:", msg)
-		code = 1
+		code, extra = 1, 1
 	}
 	s.teardown(code == 0)
+	printSummary(extra)
 	return code
 }
 

@@ -31,6 +31,7 @@ const passBound = controllers.DefaultPassBudget + 20*time.Second
 // masters are slowed down (stopped 80% of the time: a slow disk or a
 // starved node), so the 3→6 scale-out lasts well beyond one pass.
 func TestMidMigration(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("pause", func(t *testing.T) {
 		t.Parallel()

@@ -43,6 +43,7 @@ const rotationGrace = 20 * time.Second
 // to a Vault that cannot be reached: CredentialsReady=False/VaultUnreachable
 // with one event, and Redis keeps serving with the last password.
 func TestRotation(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	scenario(t, "rotation/secret-twice-then-vault-down")
 	const name = "rotation"

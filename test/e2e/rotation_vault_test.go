@@ -58,6 +58,7 @@ func vaultCARef() *cachev1beta1.SecretKeySelector {
 // CredentialsReady=False/VaultUnreachable and Redis keeps serving with the
 // last password.
 func TestRotationVault(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	scenario(t, "rotation/vault-kv-twice-then-vault-down")
 	const name = "rotation-vault"

@@ -26,6 +26,7 @@ import (
 // TestScaling (label scaling): shards are added and removed under a write
 // load without losing an acknowledged key (R7, R9).
 func TestScaling(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("out-in-3-5-3", func(t *testing.T) {
 		t.Parallel()
@@ -43,6 +44,7 @@ func TestScaling(t *testing.T) {
 
 	// R7: another operator broke its cluster on exactly this sequence.
 	t.Run("3-8-5", func(t *testing.T) {
+		tier(t, tierAll) // 3-8-5-mid-flight makes the same steps (doc.go, Tiers)
 		t.Parallel()
 		scenario(t, "scaling/3-8-5")
 		c := newCluster(t, "scale-3-8-5", nil)

@@ -25,6 +25,7 @@ import (
 // ObjectStoreReady False AccessDenied. Its own namespace; safe beside
 // other scenarios (it stops no operator and touches no node).
 func TestScheduledBackup(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel()
 	scenario(t, "backup/scheduled")
 	srv := suiteStore(t)

@@ -31,6 +31,7 @@ import (
 // scale-down removes that replica at once, and the cluster is Ready with
 // every acknowledged key readable and no pod or claim of ordinal 2 left.
 func TestSickNode(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("scale-out-with-a-sick-replica", func(t *testing.T) {
 		scenario(t, "disruptive/sick-replica-scale-out")

@@ -25,6 +25,7 @@ import (
 // forms, serves writes, pauses and resumes, and its deletion removes its
 // children and, with deleteClaimPolicy Delete, its claims.
 func TestSmoke(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("create-3x1", func(t *testing.T) {
 		scenario(t, "smoke/create-3x1")

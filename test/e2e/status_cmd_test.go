@@ -26,6 +26,7 @@ import (
 // plugin (`kubectl rediscluster status`, through a kubectl-rediscluster
 // symlink on the PATH) show the same, without the password.
 func TestStatusCommand(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("3x1", func(t *testing.T) {
 		scenario(t, "status-cmd/3x1")

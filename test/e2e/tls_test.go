@@ -31,6 +31,7 @@ import (
 // (run_id unchanged); a deleted certificate Secret is issued again and
 // applied live the same way, under writes.
 func TestTLS(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	t.Run("scale-rotate", func(t *testing.T) {
 		t.Parallel()

@@ -18,6 +18,7 @@ import (
 // CLUSTER FAILOVER before each master restarts, at most one pod per shard
 // down, fewer than 1% failed writes and no acknowledged write lost.
 func TestUpgrade(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	c := newCluster(t, "upgrade", nil)
 	c.waitReady(5 * time.Minute)

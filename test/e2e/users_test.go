@@ -37,6 +37,7 @@ const usersRules = "~e2e:* +@read +@write +@connection +cluster|slots +cluster|s
 // longer write. Then the user is removed from spec.users: it can no longer log in anywhere.
 // No password or hash shows in status, events or the operator's log.
 func TestUsers(t *testing.T) {
+	tier(t, tierCI)
 	t.Parallel() // side by side: see doc.go
 	scenario(t, "users/vault-user-created-rotated-removed")
 	const name = "users"
