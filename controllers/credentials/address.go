@@ -15,7 +15,21 @@ import (
 const (
 	AllowlistFlag    = "vault-address-allowlist"
 	InsecureHTTPFlag = "vault-allow-insecure-http"
+	AudiencesFlag    = "vault-audiences"
 )
+
+// DefaultAudience is the only service-account token audience an
+// AddressPolicy without Audiences allows: what the API documents as
+// spec.auth.vault.audience's default, and what Vault's Kubernetes auth
+// roles are commonly bound to.
+const DefaultAudience = "vault"
+
+// ErrAudienceNotAllowed: a spec asks for a service-account token whose
+// audience the operator's policy does not list. Tokens for other audiences
+// (the API server's own among them) would be credentials for something
+// else than Vault, sent to an address the spec chose. It wraps
+// ErrInvalidConfig.
+var ErrAudienceNotAllowed = fmt.Errorf("%w: token audience not allowed", ErrInvalidConfig)
 
 // ErrAddressNotAllowed: the Vault address is outside the operator's
 // AddressPolicy (not under an allowlisted prefix, or plain http without
@@ -43,6 +57,9 @@ type AddressPolicy struct {
 	// allowlist allows, if it is set). Without it a token is never sent over
 	// plain http.
 	AllowInsecureHTTP bool
+	// Audiences are the service-account token audiences a spec may ask for
+	// (TokenRequest's audiences). Empty allows only DefaultAudience.
+	Audiences []string
 }
 
 // BindFlags registers --vault-address-allowlist (comma-separated URL
@@ -61,6 +78,16 @@ func (p *AddressPolicy) BindFlags(fs *flag.FlagSet) {
 					return err
 				}
 				p.Allowlist = append(p.Allowlist, entry)
+			}
+			return nil
+		})
+	fs.Func(AudiencesFlag,
+		"Comma-separated service-account token audiences a spec's Vault login may ask for (repeating the flag adds more). Default: "+DefaultAudience+" only",
+		func(value string) error {
+			for _, entry := range strings.Split(value, ",") {
+				if entry = strings.TrimSpace(entry); entry != "" {
+					p.Audiences = append(p.Audiences, entry)
+				}
 			}
 			return nil
 		})
@@ -106,6 +133,26 @@ func (p AddressPolicy) Check(address string) error {
 		}
 	}
 	return fmt.Errorf("%w: %s is not under any prefix of the operator's --%s (%s)", ErrAddressNotAllowed, address, AllowlistFlag, strings.Join(p.Allowlist, ", "))
+}
+
+// CheckAudience returns nil when a token for audience may be requested
+// (an empty audience reads as DefaultAudience), or an error wrapping
+// ErrAudienceNotAllowed naming the allowed ones and the flag.
+func (p AddressPolicy) CheckAudience(audience string) error {
+	if audience == "" {
+		audience = DefaultAudience
+	}
+	allowed := p.Audiences
+	if len(allowed) == 0 {
+		allowed = []string{DefaultAudience}
+	}
+	for _, a := range allowed {
+		if a == audience {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q is not among the operator's --%s (%s): a token for another audience could be a credential for something other than Vault",
+		ErrAudienceNotAllowed, audience, AudiencesFlag, strings.Join(allowed, ", "))
 }
 
 // parsePrefix parses one allowlist entry.

@@ -152,3 +152,26 @@ func TestVaultSourceSendsNoTokenOutsideThePolicy(t *testing.T) {
 		t.Fatalf("%d connections to a refused address", n)
 	}
 }
+
+func TestCheckAudience(t *testing.T) {
+	for _, c := range []struct {
+		policy   AddressPolicy
+		audience string
+		ok       bool
+	}{
+		{AddressPolicy{}, "", true},
+		{AddressPolicy{}, "vault", true},
+		{AddressPolicy{}, "https://kubernetes.default.svc.cluster.local", false},
+		{AddressPolicy{}, "api", false},
+		{AddressPolicy{Audiences: []string{"vault", "vault-prod"}}, "vault-prod", true},
+		{AddressPolicy{Audiences: []string{"vault-prod"}}, "vault", false},
+	} {
+		err := c.policy.CheckAudience(c.audience)
+		if (err == nil) != c.ok {
+			t.Errorf("%+v CheckAudience(%q) = %v, want ok=%v", c.policy, c.audience, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrAudienceNotAllowed) || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "--"+AudiencesFlag)) {
+			t.Errorf("CheckAudience(%q) = %v: want ErrAudienceNotAllowed naming --%s", c.audience, err, AudiencesFlag)
+		}
+	}
+}

@@ -22,7 +22,7 @@ import (
 const (
 	DefaultMount     = "secret"
 	DefaultKey       = "password"
-	DefaultAudience  = "vault"
+	DefaultAudience  = credentials.DefaultAudience
 	DefaultCAKey     = "ca.crt"
 	DefaultTokenKey  = "token"
 	DefaultAuthMount = "kubernetes"
@@ -45,12 +45,19 @@ type Builder struct {
 
 // Config builds the VaultConfig of v, whose Secrets and service account
 // live in namespace; serviceAccount is the login's service account when v
-// names none. It refuses an address the policy refuses before reading any
-// Secret. Errors wrap credentials.ErrAddressNotAllowed or
+// names none. It refuses an address or a token audience the policy
+// refuses before reading any Secret. Errors wrap
+// credentials.ErrAddressNotAllowed, credentials.ErrAudienceNotAllowed or
 // credentials.ErrInvalidConfig (a CA Secret missing or without its key).
 func (b Builder) Config(ctx context.Context, v *cachev1beta1.VaultSource, namespace, serviceAccount string, log logr.Logger) (credentials.VaultConfig, error) {
 	if err := b.Addresses.Check(v.Address); err != nil {
 		return credentials.VaultConfig{}, err
+	}
+	audience := or(v.Audience, DefaultAudience)
+	if v.TokenSecretRef == nil {
+		if err := b.Addresses.CheckAudience(audience); err != nil {
+			return credentials.VaultConfig{}, err
+		}
 	}
 	var ca []byte
 	if ref := v.CASecretRef; ref != nil {
@@ -85,7 +92,7 @@ func (b Builder) Config(ctx context.Context, v *cachev1beta1.VaultSource, namesp
 	cfg.Auth.Kubernetes = &credentials.KubernetesAuth{
 		Role:                v.Role,
 		MountPath:           or(v.AuthMount, DefaultAuthMount),
-		ServiceAccountToken: b.ServiceAccountToken(namespace, or(v.ServiceAccountName, serviceAccount), or(v.Audience, DefaultAudience)),
+		ServiceAccountToken: b.ServiceAccountToken(namespace, or(v.ServiceAccountName, serviceAccount), audience),
 	}
 	return cfg, nil
 }
