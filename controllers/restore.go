@@ -32,9 +32,13 @@ const restoreRetry = 15 * time.Second
 // formed yet into s.restore, which makes every StatefulSet carry the
 // restore init container (resources.WithRestore). It reads the backup's
 // manifest and stops the pass for good (InvalidSpec) when the backup
-// cannot be restored into this spec: another shard count, or a Redis
-// version newer than the image's. A backup that is not Completed yet, or
-// an object store that does not answer, waits. Once the cluster is formed
+// cannot be restored into this spec: another shard count, a Redis version
+// newer than the image's, a path outside the cluster's namespace
+// (backup.PathIdentity, backup.BackupIdentity), an endpoint the operator's
+// policy refuses (checked before any key is read or request sent), or a
+// manifest that records another namespace, cluster or backup than expected
+// (backup.CheckManifest). A backup that is not Completed yet, or an object
+// store that does not answer, waits. Once the cluster is formed
 // (status.formedTime) it does nothing, and the init container goes.
 func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	b := s.rc.Spec.Bootstrap
@@ -42,7 +46,14 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 		// No restore pending (done, or fromBackup removed before it ran).
 		return ctrl.Result{}, false, r.deleteRestoreKeys(ctx, s)
 	}
-	spec, path, err := r.restoreSource(ctx, s.rc)
+	spec, path, want, err := r.restoreSource(ctx, s.rc)
+	endpoints := r.objectStoreEndpoints()
+	if err == nil {
+		// Before any Secret or Vault secret is read for it.
+		if cerr := endpoints.Check(spec.Endpoint); cerr != nil {
+			err = &invalidRestoreError{"spec.bootstrap.fromBackup: " + cerr.Error()}
+		}
+	}
 	ownedKeys := false
 	if err == nil && spec.CredentialsVault != nil {
 		// The pods' init containers read the keys from a Secret (env).
@@ -51,7 +62,7 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 	}
 	var store *backup.Store
 	if err == nil {
-		store, _, err = backup.OpenStore(ctx, r.reader(), s.rc.Namespace, spec)
+		store, _, err = backup.OpenStore(ctx, r.reader(), endpoints, s.rc.Namespace, spec)
 	}
 	var invalid *invalidRestoreError
 	switch {
@@ -64,6 +75,14 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 		return ctrl.Result{RequeueAfter: restoreRetry}, true, nil
 	}
 	m, err := backup.ReadManifest(ctx, store, path)
+	if err == nil {
+		err = backup.CheckManifest(m, backup.ManifestKey(path), want)
+	}
+	if errors.Is(err, backup.ErrManifestMismatch) {
+		err = &invalidRestoreError{"spec.bootstrap.fromBackup: " + err.Error()}
+		s.obs.SpecErr = err
+		return ctrl.Result{}, true, reconcile.TerminalError(err)
+	}
 	if err != nil {
 		s.log.Info("Waiting for the backup's manifest", "path", path, "reason", err.Error())
 		s.obs.RestoreWaiting = fmt.Sprintf("Waiting to restore the backup: its manifest %s cannot be read: %v; retried every %s.", backup.ManifestKey(path), err, restoreRetry)
@@ -166,27 +185,49 @@ func restorable(m *backup.Manifest, rc *cachev1beta1.RedisCluster) error {
 	return nil
 }
 
-// restoreSource is the object store and path fromBackup names: those of
-// a Completed RedisClusterBackup of the namespace (its spec.objectStore
-// and status.path), or the object store and path given.
-func (r *RedisClusterReconciler) restoreSource(ctx context.Context, rc *cachev1beta1.RedisCluster) (*cachev1beta1.ObjectStoreSpec, string, error) {
+// objectStoreEndpoints is the operator's object store endpoint policy
+// for restores. The RedisClusterReconciler has no field of its own for it:
+// it is the one the backup controllers' shared VaultKeys carries
+// (BackupVault.Endpoints); without BackupVault every endpoint is allowed.
+func (r *RedisClusterReconciler) objectStoreEndpoints() backup.EndpointPolicy {
+	if r.BackupVault == nil {
+		return backup.EndpointPolicy{}
+	}
+	return r.BackupVault.Endpoints
+}
+
+// restoreSource is the object store and path fromBackup names, and what
+// the manifest there must record: those of a Completed RedisClusterBackup
+// of the namespace (its spec.objectStore and status.path, which must be the
+// path its spec gives; the manifest its namespace, cluster, name and UID),
+// or the object store and path given (whose namespace part must be the
+// cluster's; the manifest the path's namespace, cluster and backup).
+func (r *RedisClusterReconciler) restoreSource(ctx context.Context, rc *cachev1beta1.RedisCluster) (*cachev1beta1.ObjectStoreSpec, string, backup.ManifestIdentity, error) {
 	fb := rc.Spec.Bootstrap.FromBackup
 	if fb.BackupName == "" {
-		return fb.ObjectStore, fb.Path, nil
+		want, err := backup.PathIdentity(rc.Namespace, fb.Path)
+		if err != nil {
+			return nil, "", want, &invalidRestoreError{"spec.bootstrap.fromBackup.path: " + err.Error()}
+		}
+		return fb.ObjectStore, fb.Path, want, nil
 	}
 	var b cachev1beta1.RedisClusterBackup
 	if err := r.reader().Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: fb.BackupName}, &b); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s not found", fb.BackupName)}
+			return nil, "", backup.ManifestIdentity{}, &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s not found", fb.BackupName)}
 		}
-		return nil, "", err
+		return nil, "", backup.ManifestIdentity{}, err
 	}
 	switch b.Status.Phase {
 	case cachev1beta1.BackupCompleted:
-		return &b.Spec.ObjectStore, b.Status.Path, nil
+		path, want, err := backup.BackupIdentity(&b)
+		if err != nil {
+			return nil, "", want, &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s: %v", fb.BackupName, err)}
+		}
+		return &b.Spec.ObjectStore, path, want, nil
 	case cachev1beta1.BackupFailed:
-		return nil, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s failed", fb.BackupName)}
+		return nil, "", backup.ManifestIdentity{}, &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s failed", fb.BackupName)}
 	default:
-		return nil, "", fmt.Errorf("RedisClusterBackup %s is %s, not Completed yet", fb.BackupName, b.Status.Phase)
+		return nil, "", backup.ManifestIdentity{}, fmt.Errorf("RedisClusterBackup %s is %s, not Completed yet", fb.BackupName, b.Status.Phase)
 	}
 }

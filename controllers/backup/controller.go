@@ -59,6 +59,12 @@ type Reconciler struct {
 	// ProgressInterval is how often status.progress is written while
 	// streaming: DefaultProgressInterval when not positive.
 	ProgressInterval time.Duration
+	// Endpoints is where spec.objectStore.endpoint may point (flags
+	// --object-store-endpoint-allowlist and --object-store-allow-insecure-http);
+	// the zero value allows every endpoint. A refused endpoint fails the
+	// backup (EndpointNotAllowed) before any Secret or Vault secret is read
+	// and before any request is sent.
+	Endpoints EndpointPolicy
 }
 
 // SetupWithManager registers the controller.
@@ -102,8 +108,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	log := ctrl.LoggerFrom(ctx)
 	before := b.DeepCopy()
-	r.initStatus(&b)
-	result, err := r.reconcileBackup(ctx, before, &b)
+	var result ctrl.Result
+	var err error
+	if perr := r.initStatus(&b); perr != nil {
+		// A path that could reach outside the backup's own (an object
+		// stored before the schema refused it): nothing is read or written.
+		r.fail(&b, cachev1beta1.BackupInvalidPathReason, perr)
+	} else {
+		result, err = r.reconcileBackup(ctx, before, &b)
+	}
 	if perr := r.patchStatus(ctx, before, &b); perr != nil {
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
@@ -114,41 +127,62 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // initStatus sets what every pass starts from: the path and both
-// conditions (Unknown until known).
-func (r *Reconciler) initStatus(b *cachev1beta1.RedisClusterBackup) {
+// conditions (Unknown until known). It returns ErrInvalidPath's error
+// (and clears status.path) when a part of the path could reach outside
+// <prefix>/<namespace>/<cluster>/<backup> (CheckBackupPath).
+func (r *Reconciler) initStatus(b *cachev1beta1.RedisClusterBackup) error {
 	b.Status.ObservedGeneration = b.Generation
 	if b.Status.Phase == "" {
 		b.Status.Phase = cachev1beta1.BackupPending
 	}
-	b.Status.Path = BackupPath(&b.Spec.ObjectStore, b.Namespace, b.Spec.ClusterName, b.Name)
 	for _, t := range []string{cachev1beta1.BackupCompleteCondition, cachev1beta1.BackupObjectStoreReadyCondition} {
 		if meta.FindStatusCondition(b.Status.Conditions, t) == nil {
 			r.setCondition(b, t, metav1.ConditionUnknown, "NotObservedYet", "Not observed yet")
 		}
 	}
+	path, err := ExpectedPath(b)
+	b.Status.Path = path
+	return err
 }
 
 // reconcileBackup moves b on; stored is b as read, what the API server
 // holds until attempt writes the attempt's start.
 func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup) (ctrl.Result, error) {
-	store, reason, err := OpenStoreVault(ctx, r.APIReader, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
+	store, reason, err := OpenStoreVault(ctx, r.APIReader, r.Endpoints, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
 	if err == nil {
 		err = store.Check(ctx)
 		reason = Reason(err)
 	}
 	if err != nil {
 		r.setCondition(b, cachev1beta1.BackupObjectStoreReadyCondition, metav1.ConditionFalse, reason, err.Error())
+		if errors.Is(err, ErrEndpointNotAllowed) {
+			// The spec is immutable: only a new backup (or new operator
+			// flags and a new backup) can change this.
+			r.fail(b, cachev1beta1.BackupEndpointNotAllowedReason, err)
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{RequeueAfter: retryPending}, nil
 	}
 	r.setCondition(b, cachev1beta1.BackupObjectStoreReadyCondition, metav1.ConditionTrue,
 		cachev1beta1.BackupObjectStoreReachableReason, "Bucket "+b.Spec.ObjectStore.Bucket+" answered")
 
 	// An attempt that wrote its manifest but died before its status write
-	// is complete: the manifest is written only after every RDB.
-	if m, err := ReadManifest(ctx, store, b.Status.Path); err == nil {
+	// is complete: the manifest is written only after every RDB. Only a
+	// manifest this backup wrote counts: one of another namespace, cluster
+	// or RedisClusterBackup (a re-created one of the same name) is refused.
+	m, err := ReadManifest(ctx, store, b.Status.Path)
+	if err == nil {
+		_, want, _ := BackupIdentity(b) // the path was checked by initStatus
+		err = CheckManifest(m, ManifestKey(b.Status.Path), want)
+	}
+	switch {
+	case err == nil:
 		r.complete(b, m)
 		return ctrl.Result{}, nil
-	} else if !errors.Is(err, ErrNoSuchKey) {
+	case errors.Is(err, ErrManifestMismatch):
+		r.fail(b, cachev1beta1.BackupManifestMismatchReason, err)
+		return ctrl.Result{}, nil
+	case !errors.Is(err, ErrNoSuchKey):
 		return ctrl.Result{RequeueAfter: retryPending}, err
 	}
 
@@ -158,7 +192,7 @@ func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta
 		r.Recorder.Eventf(b, "Warning", "AttemptInterrupted", "Attempt %d was cut short; its objects have no manifest", b.Status.Attempts)
 	}
 	if b.Status.Attempts >= r.MaxAttempts {
-		r.fail(b, fmt.Errorf("%d attempts made, none completed", b.Status.Attempts))
+		r.fail(b, cachev1beta1.BackupFailedReason, fmt.Errorf("%d attempts made, none completed", b.Status.Attempts))
 		return ctrl.Result{}, nil
 	}
 
@@ -183,7 +217,7 @@ func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta
 		r.waiting(b, err.Error())
 		return ctrl.Result{RequeueAfter: retryPending}, nil
 	}
-	return r.attempt(ctx, stored, b, store, sources, warnings, password)
+	return r.attempt(ctx, stored, b, &rc, store, sources, warnings, password)
 }
 
 // attempt records the attempt's start (so that a restart sees it), then
@@ -191,7 +225,7 @@ func (r *Reconciler) reconcileBackup(ctx context.Context, stored, b *cachev1beta
 // patch from stored (what the API server holds), so that it carries the
 // whole status this pass computed (path and conditions included): the
 // patch's response replaces b.
-func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup, store *Store,
+func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisClusterBackup, rc *cachev1beta1.RedisCluster, store *Store,
 	sources []Source, warnings []string, password string) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
 	b.Status.Attempts++
@@ -228,12 +262,13 @@ func (r *Reconciler) attempt(ctx context.Context, stored, b *cachev1beta1.RedisC
 	var m *Manifest
 	if err == nil {
 		m = &Manifest{Format: ManifestFormat, Namespace: b.Namespace, Cluster: b.Spec.ClusterName, Backup: b.Name,
+			ClusterUID: string(rc.UID), BackupUID: string(b.UID),
 			StartTime: now.UTC(), EndTime: r.Clock.Now().UTC(), RedisVersion: version, Shards: shards}
 		err = WriteManifest(actx, store, b.Status.Path, m)
 	}
 	if err != nil {
 		if b.Status.Attempts >= r.MaxAttempts {
-			r.fail(b, err)
+			r.fail(b, cachev1beta1.BackupFailedReason, err)
 			return ctrl.Result{}, nil
 		}
 		r.Recorder.Eventf(b, "Warning", "AttemptFailed", "Attempt %d failed: %v", b.Status.Attempts, err)
@@ -266,11 +301,12 @@ func (r *Reconciler) complete(b *cachev1beta1.RedisClusterBackup, m *Manifest) {
 	r.Recorder.Event(b, "Normal", "Completed", msg)
 }
 
-func (r *Reconciler) fail(b *cachev1beta1.RedisClusterBackup, err error) {
+// fail ends b as Failed, the Complete condition False with reason and err.
+func (r *Reconciler) fail(b *cachev1beta1.RedisClusterBackup, reason string, err error) {
 	now := metav1.NewTime(r.Clock.Now())
 	b.Status.Phase = cachev1beta1.BackupFailed
 	b.Status.EndTime = &now
-	r.setCondition(b, cachev1beta1.BackupCompleteCondition, metav1.ConditionFalse, cachev1beta1.BackupFailedReason, err.Error())
+	r.setCondition(b, cachev1beta1.BackupCompleteCondition, metav1.ConditionFalse, reason, err.Error())
 	r.Recorder.Eventf(b, "Warning", "Failed", "Backup failed: %v", err)
 }
 

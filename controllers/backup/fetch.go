@@ -30,14 +30,24 @@ const (
 	nodesFile = "nodes.conf"
 )
 
-// ReadManifest fetches and parses the manifest of the backup at backupPath.
+// ReadManifest fetches and parses the manifest of the backup at backupPath
+// and checks that every shard's object is under backupPath (an error
+// wrapping ErrManifestMismatch otherwise). Whose backup it is, the caller
+// checks (CheckManifest).
 func ReadManifest(ctx context.Context, store *Store, backupPath string) (*Manifest, error) {
 	r, err := store.Get(ctx, ManifestKey(backupPath))
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest of %s: %w", backupPath, err)
 	}
 	defer func() { _ = r.Close() }()
-	return ParseManifest(r)
+	m, err := ParseManifest(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkObjectKeys(m, backupPath); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // ErrAlreadyStarted is returned by Fetch when dataDir already belongs to a
@@ -49,13 +59,17 @@ var ErrAlreadyStarted = errors.New("the data directory already holds a node's da
 // into dataDir as dump.rdb and as the base of a one-file AOF, checking
 // its size and SHA-256 against the manifest before anything is renamed
 // into place. It returns the number of bytes written. Errors:
-// ErrAlreadyStarted; a shard index outside the manifest; the store's;
+// ErrAlreadyStarted; ErrInvalidPath; ErrManifestMismatch (an object key
+// outside backupPath); a shard index outside the manifest; the store's;
 // a size or checksum mismatch (the downloaded file is removed).
 func Fetch(ctx context.Context, store *Store, backupPath string, shard int, dataDir string) (int64, error) {
 	for _, f := range []string{nodesFile, rdbFile} {
 		if _, err := os.Stat(filepath.Join(dataDir, f)); err == nil {
 			return 0, fmt.Errorf("%s: %w (%s)", dataDir, ErrAlreadyStarted, f)
 		}
+	}
+	if _, err := ParseBackupPath(backupPath); err != nil {
+		return 0, err
 	}
 	m, err := ReadManifest(ctx, store, backupPath)
 	if err != nil {

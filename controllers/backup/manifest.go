@@ -2,9 +2,11 @@ package backup
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,11 @@ type Manifest struct {
 	Namespace string `json:"namespace"`
 	Cluster   string `json:"cluster"`
 	Backup    string `json:"backup"`
+	// ClusterUID and BackupUID are the metadata.uid of that RedisCluster
+	// and RedisClusterBackup. Manifests written before they were recorded
+	// lack them (empty): they are then not compared.
+	ClusterUID string `json:"clusterUID,omitempty"`
+	BackupUID  string `json:"backupUID,omitempty"`
 	// StartTime is when the attempt that wrote the RDBs started (RFC 3339):
 	// every write acknowledged before it is in the RDBs.
 	StartTime time.Time `json:"startTime"`
@@ -65,10 +72,60 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 	}
 	for i, s := range m.Shards {
 		if s.ObjectKey == "" || !sha256Hex.MatchString(s.SHA256) {
-			return nil, fmt.Errorf("manifest: shard %d (%s) has no object key or SHA-256", i, s.Name)
+			return nil, fmt.Errorf("manifest: shard %d has no object key or SHA-256", i)
 		}
 	}
 	return &m, nil
+}
+
+// ErrManifestMismatch: the manifest found at a backup's path was written
+// for another backup (another namespace, cluster or RedisClusterBackup).
+// It is never taken as this backup's, nor restored from in its place.
+var ErrManifestMismatch = errors.New("the manifest belongs to another backup")
+
+// ManifestIdentity is what a manifest must record to be the one expected:
+// the namespace and cluster backed up, the RedisClusterBackup's name and,
+// when known, its UID (empty fields are not compared, so that a restore by
+// path, which knows no UID, and manifests written before UIDs were recorded
+// still match).
+type ManifestIdentity struct {
+	Namespace, Cluster, Backup string
+	BackupUID                  string
+}
+
+// CheckManifest returns nil when m records want, or an error wrapping
+// ErrManifestMismatch that names, for each field that differs, the
+// manifest's value and the expected one, and nothing else of m. key is the
+// manifest's key, for the message.
+func CheckManifest(m *Manifest, key string, want ManifestIdentity) error {
+	var diffs []string
+	cmp := func(field, got, want string) {
+		if want != "" && got != want {
+			diffs = append(diffs, fmt.Sprintf("%s %s (expected %s)", field, quoteShort(got), quoteShort(want)))
+		}
+	}
+	cmp("namespace", m.Namespace, want.Namespace)
+	cmp("cluster", m.Cluster, want.Cluster)
+	cmp("backup", m.Backup, want.Backup)
+	if m.BackupUID != "" {
+		cmp("backup UID", m.BackupUID, want.BackupUID)
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s records %s", ErrManifestMismatch, key, strings.Join(diffs, ", "))
+}
+
+// checkObjectKeys returns an error when a shard's object key of m is not
+// under backupPath + "/": a manifest names only objects of its own backup.
+func checkObjectKeys(m *Manifest, backupPath string) error {
+	for i, s := range m.Shards {
+		rest, ok := strings.CutPrefix(s.ObjectKey, backupPath+"/")
+		if !ok || rest == "" || slices.ContainsFunc(strings.Split(rest, "/"), func(p string) bool { return p == "" || p == "." || p == ".." }) {
+			return fmt.Errorf("%w: shard %d's object key is not under %s/", ErrManifestMismatch, i, backupPath)
+		}
+	}
+	return nil
 }
 
 // MajorMinor parses the major and minor of a version such as 7.0.15 or

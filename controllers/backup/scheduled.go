@@ -54,6 +54,11 @@ type ScheduledReconciler struct {
 	Clock     clock.Clock
 	// Vault reads the credentialsVault of the backups retention deletes.
 	Vault *VaultKeys
+	// Endpoints is where the object stores of the backups retention deletes
+	// may point (as Reconciler.Endpoints); the zero value allows every
+	// endpoint. A refused endpoint keeps the backup and its objects
+	// (RetentionApplied False) and no credential is read for it.
+	Endpoints EndpointPolicy
 }
 
 // SetupWithManager registers the controller; a change of a backup it owns
@@ -202,8 +207,10 @@ func (r *ScheduledReconciler) create(ctx context.Context, sb *cachev1beta1.Redis
 	return b.Name, nil
 }
 
-// owned lists the RedisClusterBackups sb created (its label and its
-// controller reference).
+// owned lists the RedisClusterBackups sb created: its label and its
+// controller reference (with sb's UID). A backup with the label but no such
+// reference (anyone who may create backups can set the label) is not
+// sb's: retention never deletes it, and it counts for nothing here.
 func (r *ScheduledReconciler) owned(ctx context.Context, sb *cachev1beta1.RedisClusterScheduledBackup) ([]cachev1beta1.RedisClusterBackup, error) {
 	var list cachev1beta1.RedisClusterBackupList
 	if err := r.Client.List(ctx, &list, client.InNamespace(sb.Namespace),

@@ -136,11 +136,18 @@ func (r *ScheduledReconciler) retain(ctx context.Context, sb *cachev1beta1.Redis
 }
 
 // deleteBackup deletes b's objects (everything under status.path + "/")
-// and then b.
+// and then b. Only a status.path that is the one the backup controller
+// writes b to (<prefix>/<namespace>/<cluster>/<backup> of b's own spec and
+// names, CheckRecordedPath) is deleted: any other (an edited status, or one
+// recorded before the path rules) keeps the backup and its objects, with
+// the reason in the error.
 func (r *ScheduledReconciler) deleteBackup(ctx context.Context, sb *cachev1beta1.RedisClusterScheduledBackup, b *cachev1beta1.RedisClusterBackup) error {
 	n := 0
 	if b.Status.Path != "" {
-		store, _, err := OpenStoreVault(ctx, r.APIReader, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
+		if err := CheckRecordedPath(b); err != nil {
+			return fmt.Errorf("backup %s is kept: %w", b.Name, err)
+		}
+		store, _, err := OpenStoreVault(ctx, r.APIReader, r.Endpoints, r.Vault, b.Namespace, b.Spec.ClusterName, &b.Spec.ObjectStore)
 		if err != nil {
 			return fmt.Errorf("backup %s: %w", b.Name, err)
 		}

@@ -26,12 +26,14 @@ const (
 	defaultCAKey = "ca.crt"
 )
 
-// OpenStore reads spec's credentials and CA Secrets in namespace (through
-// reader, uncached) and returns the Store. On an error reason is the
-// ObjectStoreReady reason (SecretNotFound for a missing Secret or key).
-// A spec with credentialsVault needs OpenStoreVault.
-func OpenStore(ctx context.Context, reader client.Reader, namespace string, spec *cachev1beta1.ObjectStoreSpec) (*Store, string, error) {
-	return OpenStoreVault(ctx, reader, nil, namespace, "", spec)
+// OpenStore checks spec's endpoint against endpoints, then reads spec's
+// credentials and CA Secrets in namespace (through reader, uncached) and
+// returns the Store. On an error reason is the ObjectStoreReady reason
+// (EndpointNotAllowed, before anything is read; SecretNotFound for a
+// missing Secret or key). A spec with credentialsVault needs OpenStoreVault.
+func OpenStore(ctx context.Context, reader client.Reader, endpoints EndpointPolicy, namespace string,
+	spec *cachev1beta1.ObjectStoreSpec) (*Store, string, error) {
+	return OpenStoreVault(ctx, reader, endpoints, nil, namespace, "", spec)
 }
 
 // OpenStoreVault is OpenStore reading credentialsVault with vault, for a
@@ -39,8 +41,13 @@ func OpenStore(ctx context.Context, reader client.Reader, namespace string, spec
 // nil vault such a spec is an error (reason InvalidConfig). On a Vault
 // error reason is credentials.Reason's (AuthenticationFailed,
 // PermissionDenied, KeyMissing, ...).
-func OpenStoreVault(ctx context.Context, reader client.Reader, vault *VaultKeys, namespace, cluster string,
+func OpenStoreVault(ctx context.Context, reader client.Reader, endpoints EndpointPolicy, vault *VaultKeys, namespace, cluster string,
 	spec *cachev1beta1.ObjectStoreSpec) (*Store, string, error) {
+	// Before any Secret or Vault secret is read: the keys would sign
+	// requests to the endpoint.
+	if err := endpoints.Check(spec.Endpoint); err != nil {
+		return nil, cachev1beta1.BackupEndpointNotAllowedReason, err
+	}
 	var keys Keys
 	if c := spec.CredentialsVault; c != nil {
 		if vault == nil {

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"sync/atomic"
 
@@ -27,6 +26,10 @@ import (
 // per shard. S3 allows at most 10 000 parts, so 16 MiB parts carry RDBs
 // up to 156 GiB.
 const partSize = 16 << 20
+
+// storeMaxRetries is how often a Store's client retries a request (0:
+// minio-go's default, 10); tests that expect errors lower it.
+var storeMaxRetries = 0
 
 // Errors a Store classifies its failures into (errors.Is).
 var (
@@ -52,10 +55,13 @@ type Store struct {
 
 // NewStore connects (lazily: no request is sent) to the bucket of spec
 // with keys, trusting caPEM (a PEM bundle) for https endpoints when not
-// empty. Errors: a malformed endpoint or CA bundle.
+// empty. Errors: a malformed endpoint (one with a user, path, query or
+// fragment included: only the host is used) or CA bundle. It applies no
+// EndpointPolicy: callers check the endpoint before reading the keys.
 func NewStore(spec *cachev1beta1.ObjectStoreSpec, keys Keys, caPEM []byte) (*Store, error) {
 	u, err := url.Parse(strings.TrimSuffix(spec.Endpoint, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Path != "" {
 		return nil, fmt.Errorf("object store endpoint %q is not an http(s)://host[:port] URL", spec.Endpoint)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
@@ -82,18 +88,12 @@ func NewStore(spec *cachev1beta1.ObjectStoreSpec, keys Keys, caPEM []byte) (*Sto
 	}
 	c, err := minio.New(u.Host, &minio.Options{
 		Creds: creds, Secure: u.Scheme == "https", Transport: transport,
-		Region: region, BucketLookup: lookup,
+		Region: region, BucketLookup: lookup, MaxRetries: storeMaxRetries,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("object store client for %s: %w", spec.Endpoint, err)
 	}
 	return &Store{client: c, bucket: spec.Bucket}, nil
-}
-
-// BackupPath is the key prefix of a backup:
-// <prefix>/<namespace>/<cluster>/<backup> (without the prefix when empty).
-func BackupPath(spec *cachev1beta1.ObjectStoreSpec, namespace, cluster, backup string) string {
-	return path.Join(spec.Prefix, namespace, cluster, backup)
 }
 
 // ManifestKey is the manifest's key under a backup path.
@@ -183,7 +183,10 @@ func (s *Store) AbortIncomplete(ctx context.Context, prefix string) error {
 	return nil
 }
 
-// classify wraps err with the sentinel its S3 error code stands for.
+// classify wraps err with the sentinel its S3 error code stands for. The
+// message holds no text of the answer (see s3Reason): only the S3 error
+// code when it is a documented one, the HTTP status, or for a request that
+// got no answer the kind of transport error.
 func (s *Store) classify(err error, key string) error {
 	if err == nil {
 		return nil
@@ -192,19 +195,39 @@ func (s *Store) classify(err error, key string) error {
 	if key != "" {
 		where = fmt.Sprintf("object %s/%s", s.bucket, key)
 	}
-	resp := minio.ToErrorResponse(err)
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return &redactedError{msg: where + ": " + describeTransport(ue), kinds: transportSentinels(err)}
+		}
+		return &redactedError{msg: where + ": " + transportKind(err), kinds: transportSentinels(err)}
+	}
+	reason := s3Reason(resp)
 	switch resp.Code {
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled":
-		return fmt.Errorf("%s: %w (%s: %s)", where, ErrAccessDenied, resp.Code, resp.Message)
+		return fmt.Errorf("%s: %w (%s)", where, ErrAccessDenied, reason)
 	case "NoSuchBucket":
 		return fmt.Errorf("%s: %w", where, ErrNoSuchBucket)
 	case "NoSuchKey", "NotFound":
 		return fmt.Errorf("%s: %w", where, ErrNoSuchKey)
 	}
 	if resp.StatusCode == http.StatusForbidden {
-		return fmt.Errorf("%s: %w (HTTP 403)", where, ErrAccessDenied)
+		return fmt.Errorf("%s: %w (%s)", where, ErrAccessDenied, reason)
 	}
-	return fmt.Errorf("%s: %w", where, err)
+	return fmt.Errorf("%s: %w", where, &redactedError{msg: "the store answered " + reason})
+}
+
+// transportSentinels are the context errors err matches, kept through the
+// redaction (a canceled attempt is told apart).
+func transportSentinels(err error) []error {
+	var out []error
+	for _, s := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Reason is the ObjectStoreReady condition reason for an error of a Store.

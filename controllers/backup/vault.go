@@ -24,6 +24,12 @@ import (
 type VaultKeys struct {
 	Builder vaultspec.Builder
 	Log     logr.Logger
+	// Endpoints is the operator's object store endpoint policy for the
+	// callers that hold only this VaultKeys: a restore (the RedisCluster
+	// controller's BackupVault) checks fromBackup's endpoint against it
+	// before it reads any key. Keys itself does not use it. The zero value
+	// allows every endpoint.
+	Endpoints EndpointPolicy
 
 	mu      sync.Mutex
 	sources map[string]*vaultKeysEntry
@@ -37,11 +43,14 @@ type vaultKeysEntry struct {
 
 // Keys reads the access key pair c names, for a backup of cluster in
 // namespace (the login's service account when c names none). Errors wrap
-// the credentials package's sentinels (credentials.Reason names them).
+// the credentials package's sentinels (credentials.Reason names them) and
+// hold no text of Vault's answers beyond their HTTP status (redactVault):
+// they end in conditions, events and the log, where the spec's author
+// reads them, and the address may not be a Vault.
 func (v *VaultKeys) Keys(ctx context.Context, namespace, cluster string, c *cachev1beta1.ObjectStoreVaultCredentials) (Keys, error) {
 	cfg, err := v.Builder.Config(ctx, &c.Vault, namespace, cluster, v.Log)
 	if err != nil {
-		return Keys{}, err
+		return Keys{}, redactVault(err)
 	}
 	idKey, secretKey := or(c.AccessKeyIDKey, "accessKeyID"), or(c.SecretAccessKeyKey, "secretAccessKey")
 	cfg.Key = secretKey
@@ -52,7 +61,7 @@ func (v *VaultKeys) Keys(ctx context.Context, namespace, cluster string, c *cach
 		src, err := credentials.NewVaultSource(cfg)
 		if err != nil {
 			v.mu.Unlock()
-			return Keys{}, err
+			return Keys{}, redactVault(err)
 		}
 		e = &vaultKeysEntry{spec: *c.DeepCopy(), ca: string(cfg.CACert), src: src}
 		if v.sources == nil {
@@ -63,7 +72,7 @@ func (v *VaultKeys) Keys(ctx context.Context, namespace, cluster string, c *cach
 	v.mu.Unlock()
 	pair, _, err := e.src.FetchKeys(ctx, idKey, secretKey)
 	if err != nil {
-		return Keys{}, fmt.Errorf("object store credentials from Vault: %w", err)
+		return Keys{}, fmt.Errorf("object store credentials from Vault: %w", redactVault(err))
 	}
 	return Keys{AccessKeyID: pair[0].Reveal(), SecretAccessKey: pair[1].Reveal()}, nil
 }

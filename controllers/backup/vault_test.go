@@ -141,7 +141,7 @@ func TestObjectStoreFromVault(t *testing.T) {
 				Address: addr, Path: path, Role: "backup", ServiceAccountName: sa}}}
 	}
 	check := func(path, sa string) (string, error) {
-		store, reason, err := OpenStoreVault(ctx, k8s, vk, "default", "demo", spec(path, sa))
+		store, reason, err := OpenStoreVault(ctx, k8s, EndpointPolicy{}, vk, "default", "demo", spec(path, sa))
 		if err != nil {
 			return reason, err
 		}
@@ -164,7 +164,7 @@ func TestObjectStoreFromVault(t *testing.T) {
 	if reason, err := check("s3", "other"); reason != credentials.ReasonAuthenticationFailed {
 		t.Fatalf("a service account the role does not bind: %s %v", reason, err)
 	}
-	if _, reason, err := OpenStore(ctx, k8s, "default", spec("s3", "")); err == nil || reason != credentials.ReasonInvalidConfig {
+	if _, reason, err := OpenStore(ctx, k8s, EndpointPolicy{}, "default", spec("s3", "")); err == nil || reason != credentials.ReasonInvalidConfig {
 		t.Fatalf("without Vault access: %s %v", reason, err)
 	}
 }

@@ -7,9 +7,12 @@ import (
 // RedisClusterBackupSpec is one backup of one RedisCluster of the same
 // namespace. The spec is immutable: a new backup is a new object.
 type RedisClusterBackupSpec struct {
-	// ClusterName is the RedisCluster to back up, in the backup's namespace.
+	// ClusterName is the RedisCluster to back up, in the backup's namespace:
+	// a DNS-1123 label, since it is a part of the backup's path in the
+	// bucket (<prefix>/<namespace>/<cluster>/<backup name>).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	ClusterName string `json:"clusterName"`
 
@@ -226,6 +229,19 @@ const (
 	BackupCredentialsSecretReason = "SecretNotFound"
 	// BackupObjectStoreUnreachableReason: the endpoint did not answer.
 	BackupObjectStoreUnreachableReason = "Unreachable"
+	// BackupEndpointNotAllowedReason: the endpoint is outside the operator's
+	// object store endpoint policy (--object-store-endpoint-allowlist,
+	// --object-store-allow-insecure-http); nothing was sent to it and no
+	// credential was read. The backup fails.
+	BackupEndpointNotAllowedReason = "EndpointNotAllowed"
+	// BackupInvalidPathReason: a part of the backup's path (prefix,
+	// namespace, cluster, backup name) could reach outside
+	// <prefix>/<namespace>/<cluster>/<backup>. The backup fails.
+	BackupInvalidPathReason = "InvalidPath"
+	// BackupManifestMismatchReason: a manifest at the backup's path was
+	// written for another backup (another namespace, cluster or
+	// RedisClusterBackup); it is not taken as this one's. The backup fails.
+	BackupManifestMismatchReason = "ManifestMismatch"
 )
 
 func init() {

@@ -22,9 +22,10 @@ type ObjectStoreSpec struct {
 	Bucket string `json:"bucket"`
 
 	// Prefix is prepended to every object key, without a leading or trailing
-	// slash, for example redis/prod.
+	// slash, for example redis/prod. Every '/'-separated part is non-empty
+	// and neither . nor .. (a backup's objects stay under its own path).
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^([^/].*[^/]|[^/])?$`
+	// +kubebuilder:validation:Pattern=`^(([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)(/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*)?$`
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 
@@ -144,7 +145,16 @@ type FromBackupSpec struct {
 
 	// Path is the backup's key prefix in the bucket, the one its
 	// RedisClusterBackup showed as status.path (<prefix>/<namespace>/<cluster>/<backup name>).
+	// Its namespace part must be this RedisCluster's namespace: a restore
+	// reads only backups of its own namespace, also one made in another
+	// Kubernetes cluster (restore it into a namespace of the same name). The
+	// manifest found there must record that namespace, cluster and backup
+	// name; its cluster may differ from this RedisCluster's name. The prefix's
+	// parts are non-empty and neither . nor .., the namespace and cluster are
+	// DNS-1123 labels and the backup name a DNS-1123 subdomain; the operator
+	// refuses any other path (InvalidSpec) before it contacts the store.
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^(([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)/)*[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	Path string `json:"path,omitempty"`
 }
