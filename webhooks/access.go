@@ -71,26 +71,27 @@ type accessCheck struct {
 
 // accessChecks lists what the user writing obj (over old, nil on create)
 // must be allowed to do, because the operator will do it on the spec's
-// behalf with its own, wider rights:
+// behalf with its own, wider rights (references.go has the rules): every
+// Secret spec.auth, spec.tls, spec.users and spec.bootstrap.fromBackup
+// name, every service-account token a Vault login of theirs mints, and
+// the pod creation spec.pod's extras amount to.
 //
-//   - get each Secret spec.auth names (secretRef, vault.tokenSecretRef,
-//     vault.caSecretRef): the operator reads it;
-//   - create serviceaccounts/token for the service account the Vault login
-//     uses (vault.serviceAccountName, or the RedisCluster's name when
-//     empty): the operator mints a token of it and sends it to Vault.
-//
-// A reference is checked when it is new or changed; the token Secret and
-// the service account also when vault.address changes (the token would go
-// somewhere new), and the service account when vault.audience changes (the
-// token would be valid for something new). Unchanged references are not
-// checked again, so a user without these rights can still edit other
-// fields of a RedisCluster someone allowed set up. The Secret
-// spec.tls.secretName names is checked the same way (tlsAccessChecks).
+// A reference is checked when it is new or changed; Vault logins also when
+// their address changes (the token would go somewhere new) or their
+// audience does (the token would be valid for something new). Unchanged
+// references are not checked again, so a user without these rights can
+// still edit other fields of a RedisCluster someone allowed set up.
 func accessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
-	return append(authAccessChecks(old, obj), tlsAccessChecks(old, obj)...)
+	checks := authAccessChecks(old, obj)
+	checks = append(checks, tlsAccessChecks(old, obj)...)
+	checks = append(checks, userAccessChecks(old, obj)...)
+	checks = append(checks, restoreAccessChecks(old, obj)...)
+	checks = append(checks, podExtrasAccessChecks(old, obj)...)
+	return checks
 }
 
-// authAccessChecks are accessChecks' checks of spec.auth.
+// authAccessChecks are accessChecks' checks of spec.auth: its secretRef,
+// and its Vault login (vaultAccessChecks).
 func authAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 	auth := obj.Spec.Auth
 	if auth == nil {
@@ -100,44 +101,18 @@ func authAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 	if old != nil {
 		oldAuth = old.Spec.Auth
 	}
-	ns := obj.Namespace
-	secret := func(p *field.Path, name, consequence string) accessCheck {
-		return accessCheck{path: p, consequence: consequence, attrs: authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: "get", Resource: "secrets", Name: name,
-		}}
-	}
 	p := field.NewPath("spec", "auth")
 	var checks []accessCheck
 	if ref := auth.SecretRef; ref != nil && (oldAuth == nil || !sameSelector(oldAuth.SecretRef, ref)) {
-		checks = append(checks, secret(p.Child("secretRef", "name"), ref.Name, "the operator would copy its password into the cluster's own Secret, for the Redis pods and their clients"))
+		checks = append(checks, secretCheck(obj.Namespace, ref.Name, p.Child("secretRef", "name"), "the operator would copy its password into the cluster's own Secret, for the Redis pods and their clients"))
 	}
-	v := auth.Vault
-	if v == nil {
-		return checks
-	}
-	var ov *cachev1beta1.VaultSource
-	if oldAuth != nil {
-		ov = oldAuth.Vault
-	}
-	vp := p.Child("vault")
-	moved := ov == nil || ov.Address != v.Address
-	if ref := v.TokenSecretRef; ref != nil && (moved || !sameSelector(ov.TokenSecretRef, ref)) {
-		checks = append(checks, secret(vp.Child("tokenSecretRef", "name"), ref.Name, fmt.Sprintf("the operator would send the Vault token it holds to %s", v.Address)))
-	}
-	if ref := v.CASecretRef; ref != nil && (ov == nil || !sameSelector(ov.CASecretRef, ref)) {
-		checks = append(checks, secret(vp.Child("caSecretRef", "name"), ref.Name, "the operator would read it as Vault's CA bundle"))
-	}
-	if v.TokenSecretRef == nil {
-		sa := loginServiceAccount(obj.Name, v)
-		if moved || ov.TokenSecretRef != nil || loginServiceAccount(old.Name, ov) != sa || ov.Audience != v.Audience {
-			what := fmt.Sprintf("the operator would request a token of it (audience %q) and send it to %s", v.Audience, v.Address)
-			if v.ServiceAccountName == "" {
-				what = "serviceAccountName is empty, so the RedisCluster's name is used; " + what
-			}
-			checks = append(checks, accessCheck{path: vp.Child("serviceAccountName"), consequence: what, attrs: authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: "create", Resource: "serviceaccounts", Subresource: "token", Name: sa,
-			}})
+	if auth.Vault != nil {
+		var ov *cachev1beta1.VaultSource
+		oldSA := ""
+		if oldAuth != nil && oldAuth.Vault != nil {
+			ov, oldSA = oldAuth.Vault, loginServiceAccount(old.Name, oldAuth.Vault)
 		}
+		checks = append(checks, vaultAccessChecks(obj.Namespace, p.Child("vault"), ov, oldSA, auth.Vault, loginServiceAccount(obj.Name, auth.Vault))...)
 	}
 	return checks
 }
@@ -157,15 +132,21 @@ func sameSelector(a, b *cachev1beta1.SecretKeySelector) bool {
 }
 
 // authorize runs accessChecks for the user of the admission request in
-// ctx and turns each denial into a Forbidden error at the field's path.
-// Without an AccessReviewer nothing is checked. An error means no answer
-// could be had (no admission request, or the review failed): the request
-// is refused, never let through unchecked.
+// ctx (reviewAccess). Without an AccessReviewer nothing is checked.
 func (v *Validator) authorize(ctx context.Context, old, obj *cachev1beta1.RedisCluster) (field.ErrorList, error) {
 	if v.Access == nil {
 		return nil, nil
 	}
-	checks := accessChecks(old, obj)
+	return reviewAccess(ctx, v.Access, accessChecks(old, obj))
+}
+
+// reviewAccess asks access, for the user of the admission request in ctx,
+// about each check and turns each denial into a Forbidden error at the
+// check's path, naming the permission, what the operator would do with it
+// and the RBAC rule that would allow it. An error means no answer could be
+// had (no admission request, or a review failed): the request is then
+// refused, never let through unchecked.
+func reviewAccess(ctx context.Context, access AccessReviewer, checks []accessCheck) (field.ErrorList, error) {
 	if len(checks) == 0 {
 		return nil, nil
 	}
@@ -175,8 +156,14 @@ func (v *Validator) authorize(ctx context.Context, old, obj *cachev1beta1.RedisC
 	}
 	user := req.UserInfo
 	var errs field.ErrorList
+	asked := map[authorizationv1.ResourceAttributes]bool{}
 	for _, c := range checks {
-		allowed, reason, err := v.Access.Review(ctx, user, c.attrs)
+		if asked[c.attrs] {
+			// One answer per permission: a Secret named twice is one review.
+			continue
+		}
+		asked[c.attrs] = true
+		allowed, reason, err := access.Review(ctx, user, c.attrs)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("checking with a SubjectAccessReview whether %q may %s: %w", user.Username, describe(c.attrs), err))
 		}
@@ -192,12 +179,25 @@ func (v *Validator) authorize(ctx context.Context, old, obj *cachev1beta1.RedisC
 	return errs, nil
 }
 
+// kindOf names a core resource by its kind, for messages.
+var kindOf = map[string]string{
+	"secrets":                "Secret",
+	"configmaps":             "ConfigMap",
+	"persistentvolumeclaims": "PersistentVolumeClaim",
+	"serviceaccounts":        "ServiceAccount",
+}
+
 // describe says what attrs ask for, e.g. `get Secret "x" in namespace "y"`.
 func describe(a authorizationv1.ResourceAttributes) string {
-	if a.Subresource == "token" {
+	switch {
+	case a.Subresource == "token":
 		return fmt.Sprintf("create serviceaccounts/token for ServiceAccount %q in namespace %q", a.Name, a.Namespace)
+	case a.Name == "":
+		return fmt.Sprintf("%s %s in namespace %q", a.Verb, a.Resource, a.Namespace)
+	case kindOf[a.Resource] != "":
+		return fmt.Sprintf("%s %s %q in namespace %q", a.Verb, kindOf[a.Resource], a.Name, a.Namespace)
 	}
-	return fmt.Sprintf("%s Secret %q in namespace %q", a.Verb, a.Name, a.Namespace)
+	return fmt.Sprintf("%s %s %q in namespace %q", a.Verb, a.Resource, a.Name, a.Namespace)
 }
 
 // grant names the RBAC rule that would allow attrs.
@@ -206,34 +206,80 @@ func grant(a authorizationv1.ResourceAttributes) string {
 	if a.Subresource != "" {
 		resource += "/" + a.Subresource
 	}
+	if a.Name == "" {
+		return fmt.Sprintf("%s on %s", a.Verb, resource)
+	}
 	return fmt.Sprintf("%s on %s with resourceNames [%s]", a.Verb, resource, a.Name)
 }
 
-// checkVaultAddress applies the operator's AddressPolicy to
-// spec.auth.vault.address when it is new or changed (an address stored
-// before the policy tightened does not block edits of other fields; the
-// controller refuses it all the same), and warns about an allowed plain
-// http address.
+// checkVaultAddress applies the operator's AddressPolicy to every Vault
+// login of the spec (vaultLogins) whose address or audience is new or
+// changed (one stored before the policy tightened does not block edits of
+// other fields; the controller refuses it all the same): the address must
+// be allowed, and so must the audience of the service-account token it
+// would receive. An allowed plain http address draws a warning.
 func (v *Validator) checkVaultAddress(old, obj *cachev1beta1.RedisCluster, r *result) {
-	vault := vaultOf(obj)
-	if vault == nil {
-		return
+	before := map[string]*cachev1beta1.VaultSource{}
+	for _, l := range vaultLogins(old) {
+		before[l.key] = l.vault
 	}
+	for _, l := range vaultLogins(obj) {
+		checkVaultPolicy(v.VaultAddresses, before[l.key], l.vault, l.path, r)
+	}
+}
+
+// checkVaultPolicy applies policy to the Vault login vault at p, over old
+// (nil when new).
+func checkVaultPolicy(policy credentials.AddressPolicy, old, vault *cachev1beta1.VaultSource, p *field.Path, r *result) {
 	if u, err := url.Parse(vault.Address); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		// validateVault names the malformed address.
 		return
 	}
-	if ov := vaultOf(old); ov != nil && ov.Address == vault.Address {
-		return
+	if old == nil || old.Address != vault.Address {
+		ap := p.Child("address")
+		if err := policy.Check(vault.Address); err != nil {
+			r.add(field.Forbidden(ap, strings.TrimPrefix(err.Error(), credentials.ErrAddressNotAllowed.Error()+": ")))
+			return
+		}
+		if strings.HasPrefix(vault.Address, "http://") {
+			r.warn(ap, "%s is plain http: the Vault token and the password cross the network unencrypted", vault.Address)
+		}
 	}
-	p := field.NewPath("spec", "auth", "vault", "address")
-	if err := v.VaultAddresses.Check(vault.Address); err != nil {
-		r.add(field.Forbidden(p, strings.TrimPrefix(err.Error(), credentials.ErrAddressNotAllowed.Error()+": ")))
-		return
+	if vault.TokenSecretRef == nil && (old == nil || old.Audience != vault.Audience || old.TokenSecretRef != nil) {
+		if err := policy.CheckAudience(vault.Audience); err != nil {
+			r.add(field.Forbidden(p.Child("audience"), strings.TrimPrefix(err.Error(), credentials.ErrAudienceNotAllowed.Error()+": ")))
+		}
 	}
-	if strings.HasPrefix(vault.Address, "http://") {
-		r.warn(p, "%s is plain http: the Vault token and the password cross the network unencrypted", vault.Address)
+}
+
+// vaultLogin is one Vault login a spec configures, keyed so that the same
+// login can be found in the old object (a user's by its name).
+type vaultLogin struct {
+	key   string
+	path  *field.Path
+	vault *cachev1beta1.VaultSource
+}
+
+// vaultLogins lists rc's Vault logins: spec.auth.vault, each user's
+// passwordFrom.vault and spec.bootstrap.fromBackup.objectStore's
+// credentialsVault. Nil rc has none.
+func vaultLogins(rc *cachev1beta1.RedisCluster) []vaultLogin {
+	if rc == nil {
+		return nil
 	}
+	var out []vaultLogin
+	if v := vaultOf(rc); v != nil {
+		out = append(out, vaultLogin{key: "auth", path: field.NewPath("spec", "auth", "vault"), vault: v})
+	}
+	for i := range rc.Spec.Users {
+		if v := rc.Spec.Users[i].PasswordFrom.Vault; v != nil {
+			out = append(out, vaultLogin{key: "user/" + rc.Spec.Users[i].Name, path: field.NewPath("spec", "users").Index(i).Child("passwordFrom", "vault"), vault: v})
+		}
+	}
+	if s := restoreStore(rc); s != nil && s.CredentialsVault != nil {
+		out = append(out, vaultLogin{key: "restore", path: field.NewPath("spec", "bootstrap", "fromBackup", "objectStore", "credentialsVault", "vault"), vault: &s.CredentialsVault.Vault})
+	}
+	return out
 }
 
 func vaultOf(rc *cachev1beta1.RedisCluster) *cachev1beta1.VaultSource {

@@ -78,7 +78,7 @@ func TestAccessThroughAPIServer(t *testing.T) {
 		{"sa", &cachev1beta1.AuthSpec{Vault: named},
 			[]string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token for ServiceAccount "vault-login" in namespace "` + ns + `", and the operator would request a token of it (audience "vault") and send it to https://vault.vault.svc:8200: ask for a Role granting create on serviceaccounts/token with resourceNames [vault-login]`}},
 		{"defaulted", &cachev1beta1.AuthSpec{Vault: vault()},
-			[]string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token for ServiceAccount "defaulted" in namespace "` + ns + `", and serviceAccountName is empty, so the RedisCluster's name is used`}},
+			[]string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token for ServiceAccount "defaulted" in namespace "` + ns + `", and serviceAccountName is empty, so "defaulted" is used`}},
 		{"token", &cachev1beta1.AuthSpec{Vault: tokenAndCA},
 			[]string{
 				`spec.auth.vault.tokenSecretRef.name: Forbidden: user "tenant" may not get Secret "vault-token" in namespace "` + ns + `", and the operator would send the Vault token it holds to https://vault.vault.svc:8200: ask for a Role granting get on secrets with resourceNames [vault-token]`,
@@ -127,8 +127,18 @@ func TestAccessThroughAPIServer(t *testing.T) {
 		changed := stored.DeepCopy()
 		mutate(changed.Spec.Auth.Vault)
 		causes := apiCauses(t, tenant.Update(ctx, changed))
-		if len(causes) != 1 || !strings.HasPrefix(causes[0], `spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token`) {
-			t.Errorf("tenant changing the %s: causes %q", name, causes)
+		want := []string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token`}
+		if name == "audience" {
+			// Also outside the operator's --vault-audiences.
+			want = append(want, `spec.auth.vault.audience: Forbidden: "https://kubernetes.default.svc" is not among the operator's --vault-audiences (vault)`)
+		}
+		if len(causes) != len(want) {
+			t.Errorf("tenant changing the %s: causes %q, want %d", name, causes, len(want))
+		}
+		for _, w := range want {
+			if !hasCause(causes, w) {
+				t.Errorf("tenant changing the %s: causes %q, want one starting with %q", name, causes, w)
+			}
 		}
 	}
 

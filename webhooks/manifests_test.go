@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	iofs "io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,10 +122,15 @@ func TestManifestsMatchTheCode(t *testing.T) {
 		if *wh.FailurePolicy != admissionv1.Fail || *wh.MatchPolicy != admissionv1.Exact || *wh.SideEffects != admissionv1.SideEffectClassNone {
 			t.Errorf("webhook %s: failurePolicy %s, matchPolicy %s, sideEffects %s", wh.Name, *wh.FailurePolicy, *wh.MatchPolicy, *wh.SideEffects)
 		}
-		paths[strings.Join(wh.Rules[0].APIVersions, ",")] = *svc.Path
+		paths[wh.Name+" "+strings.Join(wh.Rules[0].Resources, ",")+"/"+strings.Join(wh.Rules[0].APIVersions, ",")] = *svc.Path
 	}
-	if paths["v1beta1"] != ValidateV1beta1Path || paths["v1alpha1"] != ValidateV1alpha1Path {
-		t.Errorf("webhook paths %v", paths)
+	if want := map[string]string{
+		"v1alpha1.redisclusters.cache.redis.io redisclusters/v1alpha1":                             ValidateV1alpha1Path,
+		"v1beta1.redisclusters.cache.redis.io redisclusters/v1beta1":                               ValidateV1beta1Path,
+		"v1beta1.redisclusterbackups.cache.redis.io redisclusterbackups/v1beta1":                   ValidateBackupPath,
+		"v1beta1.redisclusterscheduledbackups.cache.redis.io redisclusterscheduledbackups/v1beta1": ValidateSchedulePath,
+	}; !maps.Equal(paths, want) {
+		t.Errorf("webhook paths %v, want %v", paths, want)
 	}
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}

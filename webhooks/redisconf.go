@@ -35,6 +35,11 @@ type paramKind int
 const (
 	// kindOwned parameters are set by the operator or break the cluster; any value is rejected.
 	kindOwned paramKind = iota
+	// kindRefused parameters are never accepted, for the reason given.
+	kindRefused
+	// kindLockedOff parameters open a way to run code or read files inside
+	// redis-server with its rights; only "no" (their default) is accepted.
+	kindLockedOff
 	// kindBool is yes or no, in any letter case (redis.conf booleans).
 	kindBool
 	// kindEnum is one of param.values, in any letter case.
@@ -98,6 +103,8 @@ const (
 )
 
 func owned(reason string) param { return param{kind: kindOwned, reason: reason} }
+
+func lockedOff(reason string) param { return param{kind: kindLockedOff, reason: reason} }
 
 func boolean() param { return param{kind: kindBool} }
 
@@ -223,9 +230,9 @@ var redisParams = map[string]param{
 	// Enums.
 	"acl-pubsub-default":         enum("allchannels", "resetchannels"),
 	"appendfsync":                enum("always", "everysec", "no"),
-	"enable-debug-command":       enum("yes", "no", "local"),
-	"enable-module-command":      enum("yes", "no", "local"),
-	"enable-protected-configs":   enum("yes", "no", "local"),
+	"enable-debug-command":       lockedOff("DEBUG can crash the server, change its state behind the operator's back and read memory; run DEBUG from a maintenance shell you were granted instead"),
+	"enable-module-command":      lockedOff("MODULE LOAD runs any shared object from the pod's file system inside redis-server"),
+	"enable-protected-configs":   lockedOff("it lets clients CONFIG SET dir and dbfilename, which turns SAVE into a write of any file the redis user can reach"),
 	"loglevel":                   enum("debug", "verbose", "notice", "warning"),
 	"maxmemory-policy":           enum("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"),
 	"oom-score-adj":              enum("no", "yes", "relative", "absolute"),
@@ -322,7 +329,7 @@ var redisParams = map[string]param{
 	"bio_cpulist":         {kind: kindString},
 	"server_cpulist":      {kind: kindString},
 	"ignore-warnings":     {kind: kindString},
-	"loadmodule":          {kind: kindString},
+	"loadmodule":          {kind: kindRefused, reason: "a module is native code run inside redis-server with its rights; modules are not supported by the operator (a custom image would have to ship them and the operator's topology and backups know nothing of their data types)"},
 	"proc-title-template": {kind: kindString},
 	"syslog-ident":        {kind: kindString},
 }
@@ -383,7 +390,7 @@ func validateConfig(config map[string]string, p *field.Path, r *result) {
 		}
 		seen[name] = key
 		if err := checkParam(key, prm, value); err != "" {
-			if prm.kind == kindOwned {
+			if prm.kind == kindOwned || prm.kind == kindRefused || prm.kind == kindLockedOff {
 				r.add(field.Forbidden(kp, err))
 				continue
 			}
@@ -401,6 +408,12 @@ func checkParam(key string, prm param, value string) string {
 	switch prm.kind {
 	case kindOwned:
 		return fmt.Sprintf("%s is set by the operator: %s", key, prm.reason)
+	case kindRefused:
+		return fmt.Sprintf("%s is refused: %s", key, prm.reason)
+	case kindLockedOff:
+		if !strings.EqualFold(value, "no") {
+			return fmt.Sprintf("%s may only be no: %s", key, prm.reason)
+		}
 	case kindBool:
 		if !strings.EqualFold(value, "yes") && !strings.EqualFold(value, "no") {
 			return "must be yes or no"

@@ -52,7 +52,7 @@ func TestGrammarAgainstRedis(t *testing.T) {
 	checked, immutable := 0, 0
 	for _, name := range slices.Sorted(maps.Keys(redisParams)) {
 		prm := redisParams[name]
-		if prm.alias != "" || prm.kind == kindOwned || prm.kind == kindString || prm.kind == kindRenameCommand {
+		if prm.alias != "" || prm.kind == kindOwned || prm.kind == kindRefused || prm.kind == kindLockedOff || prm.kind == kindString || prm.kind == kindRenameCommand {
 			continue
 		}
 		if _, skip := skipAgainstRedis[name]; skip {

@@ -53,3 +53,20 @@ func conditionMessage(b *cachev1beta1.RedisClusterBackup) string {
 	}
 	return ""
 }
+
+// checkRestoreEndpoint applies the operator's object-store endpoint policy
+// to spec.bootstrap.fromBackup.objectStore.endpoint when it is new or
+// changed over old (nil when new): a restore sends signed requests there.
+// Its Vault login is checkVaultAddress's (vaultLogins).
+func (v *Validator) checkRestoreEndpoint(old, obj *cachev1beta1.RedisCluster, r *result) {
+	s := restoreStore(obj)
+	if v.ObjectStores == nil || s == nil {
+		return
+	}
+	if os := restoreStore(old); os != nil && os.Endpoint == s.Endpoint {
+		return
+	}
+	if err := v.ObjectStores.Check(s.Endpoint); err != nil {
+		r.add(field.Forbidden(field.NewPath("spec", "bootstrap", "fromBackup", "objectStore", "endpoint"), err.Error()))
+	}
+}

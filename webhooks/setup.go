@@ -41,6 +41,8 @@ const (
 	ConvertPath          = "/convert"
 	ValidateV1beta1Path  = "/validate-cache-redis-io-v1beta1-rediscluster"
 	ValidateV1alpha1Path = "/validate-cache-redis-io-v1alpha1-rediscluster"
+	ValidateBackupPath   = "/validate-cache-redis-io-v1beta1-redisclusterbackup"
+	ValidateSchedulePath = "/validate-cache-redis-io-v1beta1-redisclusterscheduledbackup"
 )
 
 // The markers below generate kustomize/base/webhook/manifests.yaml (make
@@ -50,6 +52,8 @@ const (
 //
 // +kubebuilder:webhook:path=/validate-cache-redis-io-v1beta1-rediscluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.redis.io,resources=redisclusters,verbs=create;update,versions=v1beta1,name=v1beta1.redisclusters.cache.redis.io,admissionReviewVersions=v1,matchPolicy=Exact,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-cache-redis-io-v1alpha1-rediscluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.redis.io,resources=redisclusters,verbs=create;update,versions=v1alpha1,name=v1alpha1.redisclusters.cache.redis.io,admissionReviewVersions=v1,matchPolicy=Exact,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-cache-redis-io-v1beta1-redisclusterbackup,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.redis.io,resources=redisclusterbackups,verbs=create;update,versions=v1beta1,name=v1beta1.redisclusterbackups.cache.redis.io,admissionReviewVersions=v1,matchPolicy=Exact,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-cache-redis-io-v1beta1-redisclusterscheduledbackup,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.redis.io,resources=redisclusterscheduledbackups,verbs=create;update,versions=v1beta1,name=v1beta1.redisclusterscheduledbackups.cache.redis.io,admissionReviewVersions=v1,matchPolicy=Exact,timeoutSeconds=10
 
 // Where the webhook server's serving certificate comes from.
 const (
@@ -81,6 +85,12 @@ type Options struct {
 	// the controller's policy (cmd/redis-operator binds both to the flags
 	// --vault-address-allowlist and --vault-allow-insecure-http).
 	VaultAddresses credentials.AddressPolicy
+	// ObjectStores is where object-store endpoints (a backup's, a
+	// schedule's, a restore's) may point: the backup controller's
+	// backup.EndpointPolicy (cmd/redis-operator binds both to
+	// --object-store-endpoint-allowlist and
+	// --object-store-allow-insecure-http). Nil allows every endpoint.
+	ObjectStores ObjectStorePolicy
 	// BindAddress is host:port the webhook server listens on, for example
 	// 127.0.0.1:9443. Empty keeps the manager's webhook server as it is
 	// (controller-runtime's default: port 9443 on every address, what a
@@ -111,7 +121,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Share of shards that, removed in one update, draws an admission warning")
 }
 
-// Setup registers the conversion webhook and both validating webhooks with
+// Setup registers the conversion webhook and the validating webhooks (both
+// RedisCluster versions, RedisClusterBackup, RedisClusterScheduledBackup) with
 // the manager's webhook server, makes that server listen on
 // opts.BindAddress when set, sets up the self-managed certificates
 // (certs.Setup) unless opts.Certs is CertsCertManager, and adds the
@@ -168,7 +179,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// SubjectAccessReviews are created, never read from a cache.
 		Access: SubjectAccessReviewer{Client: mgr.GetClient()},
 		// Uncached: the webhook serves in every replica, not only the leader.
-		Backups: mgr.GetAPIReader(),
+		Backups:      mgr.GetAPIReader(),
+		ObjectStores: opts.ObjectStores,
 	}
 	// For the hub, the builder also registers the conversion webhook at
 	// /convert, as the types implement conversion.Hub and Convertible.
@@ -185,6 +197,20 @@ func Setup(mgr manager.Manager, opts Options) error {
 		WithValidatorCustomPath(ValidateV1alpha1Path).
 		Complete(); err != nil {
 		return fmt.Errorf("setting up the v1alpha1 RedisCluster webhooks: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr).
+		For(&cachev1beta1.RedisClusterBackup{}).
+		WithValidator(backupValidator{v}).
+		WithValidatorCustomPath(ValidateBackupPath).
+		Complete(); err != nil {
+		return fmt.Errorf("setting up the RedisClusterBackup webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr).
+		For(&cachev1beta1.RedisClusterScheduledBackup{}).
+		WithValidator(scheduledBackupValidator{v}).
+		WithValidatorCustomPath(ValidateSchedulePath).
+		Complete(); err != nil {
+		return fmt.Errorf("setting up the RedisClusterScheduledBackup webhook: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("webhook-server", started); err != nil {
 		return fmt.Errorf("adding the webhook server readiness check: %w", err)

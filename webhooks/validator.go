@@ -39,6 +39,10 @@ type Validator struct {
 	// Backups reads the RedisClusterBackup a new cluster restores from
 	// (checkRestore). Nil skips that check.
 	Backups client.Reader
+	// ObjectStores is where object-store endpoints (a backup's, a
+	// restore's) may point; the same policy the backup controller applies.
+	// Nil allows every endpoint the schema allows.
+	ObjectStores ObjectStorePolicy
 }
 
 // V1beta1 returns the admission validator of v1beta1 RedisClusters.
@@ -80,6 +84,7 @@ func (v *Validator) validateHub(ctx context.Context, old, obj *cachev1beta1.Redi
 		r.warnings = append(r.warnings, u.warnings...)
 	}
 	v.checkVaultAddress(old, obj, &r)
+	v.checkRestoreEndpoint(old, obj, &r)
 	if err := v.checkRestore(ctx, old, obj, &r); err != nil {
 		return result{}, err
 	}
@@ -91,8 +96,13 @@ func (v *Validator) validateHub(ctx context.Context, old, obj *cachev1beta1.Redi
 	return r, nil
 }
 
-// admission turns a result into what a CustomValidator returns.
+// admission turns a result into what a RedisCluster's CustomValidator returns.
 func (r result) admission(name string) (admission.Warnings, error) {
+	return r.admissionOf(groupKind, name)
+}
+
+// admissionOf turns a result into what a CustomValidator of kind gk returns.
+func (r result) admissionOf(gk schema.GroupKind, name string) (admission.Warnings, error) {
 	var warnings admission.Warnings
 	for _, w := range r.warnings {
 		warnings = append(warnings, w.String())
@@ -107,7 +117,7 @@ func (r result) admission(name string) (admission.Warnings, error) {
 	if len(errs) > maxErrors {
 		errs = append(errs[:maxErrors:maxErrors], field.Forbidden(field.NewPath("spec"), fmt.Sprintf("%d more errors not shown; fix the ones above first", len(r.errs)-maxErrors)))
 	}
-	return warnings, apierrors.NewInvalid(groupKind, name, errs)
+	return warnings, apierrors.NewInvalid(gk, name, errs)
 }
 
 // maxErrors and maxWarnings bound what one response lists: the message of

@@ -96,15 +96,26 @@ func main() {
 	// --vault-allow-insecure-http (package credentials).
 	vaultAddresses := &webhookOpts.VaultAddresses
 	vaultAddresses.BindFlags(flag.CommandLine)
+	// Where object stores (backups, schedules, restores) may point, enforced
+	// by the backup controllers, the restore and the webhooks alike:
+	// --object-store-endpoint-allowlist and --object-store-allow-insecure-http
+	// (package backup).
+	var objectStores backup.EndpointPolicy
+	objectStores.BindFlags(flag.CommandLine)
 	enableWebhooks := flag.Bool("webhooks", true,
 		"Serve the conversion and validating webhooks; false runs the controller alone, for example outside a cluster against a kubeconfig whose CRDs have no webhooks configured")
 	flag.Parse()
 	reconciler.VaultAddresses = *vaultAddresses
+	webhookOpts.ObjectStores = objectStores
 	reconciler.WatchNamespaces = splitNamespaces(*watchNamespaces)
 	reconciler.Redis = topology.NewPool(redisPoolSize)
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	if err := objectStores.Validate(); err != nil {
+		log.Error(err, "Invalid object store endpoint policy")
+		os.Exit(1)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -148,6 +159,7 @@ func main() {
 		log.Error(err, "Cannot set up the backups' Vault client")
 		os.Exit(1)
 	}
+	backupVault.Endpoints = objectStores
 	reconciler.BackupVault = backupVault
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: maxConcurrent}); err != nil {
 		log.Error(err, "Cannot set up the RedisCluster controller")
@@ -156,13 +168,13 @@ func main() {
 
 	// RedisClusterBackups (controllers/backup): each shard's RDB streamed
 	// to the object store, the manifest last.
-	if err := (&backup.Reconciler{Vault: backupVault}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+	if err := (&backup.Reconciler{Vault: backupVault, Endpoints: objectStores}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		log.Error(err, "Cannot set up the RedisClusterBackup controller")
 		os.Exit(1)
 	}
 	// RedisClusterScheduledBackups (controllers/backup): a backup at each
 	// scheduled time, retention of old ones with their objects.
-	if err := (&backup.ScheduledReconciler{Vault: backupVault}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+	if err := (&backup.ScheduledReconciler{Vault: backupVault, Endpoints: objectStores}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
 		log.Error(err, "Cannot set up the RedisClusterScheduledBackup controller")
 		os.Exit(1)
 	}

@@ -118,14 +118,16 @@ func TestLocalPlaneManifests(t *testing.T) {
 		t.Errorf("CRD conversion clientConfig is %+v, want url https://localhost:9443%s", cc, webhooks.ConvertPath)
 	}
 	want := map[string]string{
-		"v1alpha1": "https://localhost:9443" + webhooks.ValidateV1alpha1Path,
-		"v1beta1":  "https://localhost:9443" + webhooks.ValidateV1beta1Path,
+		"redisclusters/v1alpha1":               "https://localhost:9443" + webhooks.ValidateV1alpha1Path,
+		"redisclusters/v1beta1":                "https://localhost:9443" + webhooks.ValidateV1beta1Path,
+		"redisclusterbackups/v1beta1":          "https://localhost:9443" + webhooks.ValidateBackupPath,
+		"redisclusterscheduledbackups/v1beta1": "https://localhost:9443" + webhooks.ValidateSchedulePath,
 	}
 	if len(vwc.Webhooks) != len(want) {
 		t.Fatalf("%d webhooks, want %d", len(vwc.Webhooks), len(want))
 	}
 	for _, wh := range vwc.Webhooks {
-		version := wh.Rules[0].APIVersions[0]
+		version := wh.Rules[0].Resources[0] + "/" + wh.Rules[0].APIVersions[0]
 		if cc := wh.ClientConfig; cc.Service != nil || cc.URL == nil || *cc.URL != want[version] {
 			t.Errorf("webhook %s (%s) clientConfig is %+v, want url %s", wh.Name, version, cc, want[version])
 		}
