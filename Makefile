@@ -29,7 +29,7 @@ generate: ## Generate deepcopy code and the argocd-cm patch from health.lua.
 manifests: ## Generate the CRDs and RBAC under kustomize/base, then each overlay's render into kustomize/rendered (what the binary embeds).
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=kustomize/base/crd/bases
 	go run ./hack/crdtrim kustomize/base/crd/bases/cache.redis.io_redisclusters.yaml
-	$(CONTROLLER_GEN) rbac:roleName=redis-operator paths="./controllers/...;./webhooks/..." output:rbac:artifacts:config=kustomize/base/rbac
+	$(CONTROLLER_GEN) rbac:roleName=redis-operator paths="./cmd/redis-operator;./controllers/...;./webhooks/..." output:rbac:artifacts:config=kustomize/base/rbac
 	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=kustomize/base/webhook
 	go run ./hack/rendermanifests
 

@@ -12,7 +12,7 @@ import (
 
 // clusterScoped are the resources of the operator's rules that are not
 // namespaced (the rest are).
-var clusterScoped = []string{"validatingwebhookconfigurations", "customresourcedefinitions", "subjectaccessreviews", "nodes", "storageclasses"}
+var clusterScoped = []string{"validatingwebhookconfigurations", "customresourcedefinitions", "subjectaccessreviews", "tokenreviews", "nodes", "storageclasses"}
 
 // grants flattens rules into one "group resource verb name" entry per
 // permission (name empty for any object), to compare rule sets however

@@ -123,12 +123,12 @@ func TestNetworkPolicy(t *testing.T) {
 		{"prometheus to redis", prometheus, redisA, 6379, false},
 		{"another pod of the monitoring namespace to redis_exporter", otherMonitoringPod, redisA, 9121, false},
 		{"a prometheus of another namespace to redis_exporter", prometheusElsewhere, redisA, 9121, false},
-		{"a prometheus of another namespace to the operator's metrics", prometheusElsewhere, operator, 8080, false},
+		{"a prometheus of another namespace to the operator's metrics", prometheusElsewhere, operator, 8443, false},
 		{"redis to an unlisted port", redisA, redisA, 6380, false},
 		{"api server to the webhook", apiserver, operator, 9443, true},
-		{"prometheus to the operator's metrics", prometheus, operator, 8080, true},
+		{"prometheus to the operator's metrics", prometheus, operator, 8443, true},
 		{"redis to the operator's health port", redisA, operator, 8081, false},
-		{"redis to the operator's metrics", redisA, operator, 8080, false},
+		{"redis to the operator's metrics", redisA, operator, 8443, false},
 	}
 	for _, tc := range cases {
 		if got := allowed(t, policies, tc.src, tc.dst, tc.port); got != tc.want {
@@ -191,9 +191,9 @@ components: [../components/network-policy]
 		want     bool
 	}{
 		{"the named prometheus to redis_exporter", moved, redis, 9121, true},
-		{"the named prometheus to the operator's metrics", moved, operator, 8080, true},
+		{"the named prometheus to the operator's metrics", moved, operator, 8443, true},
 		{"the default prometheus to redis_exporter", old, redis, 9121, false},
-		{"the default prometheus to the operator's metrics", old, operator, 8080, false},
+		{"the default prometheus to the operator's metrics", old, operator, 8443, false},
 		{"the named prometheus to redis", moved, redis, 6379, false},
 		{"the operator to redis, untouched by the patch", operator, redis, 6379, true},
 	} {

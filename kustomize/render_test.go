@@ -199,8 +199,8 @@ func TestEveryObject(t *testing.T) {
 			find(t, objs, "Service", svcName)
 			vwc := find(t, objs, "ValidatingWebhookConfiguration", "redis-operator-validating-webhook")
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
-			if len(hooks) != 2 {
-				t.Errorf("%d validating webhooks, want one per version", len(hooks))
+			if len(hooks) != 4 {
+				t.Errorf("%d validating webhooks, want one per RedisCluster version and one per backup kind", len(hooks))
 			}
 			for _, h := range hooks {
 				svc, _, _ := unstructured.NestedMap(h.(map[string]any), "clientConfig", "service")
@@ -227,7 +227,7 @@ func TestManager(t *testing.T) {
 		networkPolic bool
 	}{
 		{overlay: "dev", replicas: 1, debug: true, cpu: "500m", memory: "512Mi"},
-		{overlay: "staging", replicas: 2, cpu: "500m", memory: "512Mi", ha: true},
+		{overlay: "staging", replicas: 2, cpu: "500m", memory: "512Mi", ha: true, networkPolic: true},
 		{overlay: "prod", replicas: 3, cpu: "1", memory: "1Gi", ha: true, prometheus: true, networkPolic: true},
 	}
 	for _, tc := range cases {
@@ -286,6 +286,9 @@ func TestManager(t *testing.T) {
 				for _, o := range objs {
 					if o.GetKind() != kind {
 						continue
+					}
+					if o.GetName() == "redis-operator-metrics-reader" {
+						continue // Prometheus's, not the manager's
 					}
 					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 					want := map[string]any{"kind": "ServiceAccount", "name": pod.ServiceAccountName, "namespace": namespace}

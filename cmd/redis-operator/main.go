@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
@@ -54,6 +55,7 @@ func main() {
 	}
 	var (
 		metricsAddr, probeAddr  string
+		secureMetrics           bool
 		pprofAddr               string
 		leaderElect             bool
 		leaderElectionNamespace string
@@ -63,7 +65,9 @@ func main() {
 	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (sigs.k8s.io/controller-runtime/pkg/client/config).
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (/metrics); 0 disables it")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint (/metrics); 0 disables it")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true,
+		"Serve /metrics over HTTPS (a self-signed certificate) to callers whose bearer token passes a TokenReview and who may get the non-resource URL /metrics (a SubjectAccessReview; ClusterRole redis-operator-metrics-reader grants it); false serves plain HTTP to anyone who reaches the address")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes (/healthz, /readyz)")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (/debug/pprof/), for profiling; empty or 0 disables them")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader (a Lease) so that one replica reconciles at a time")
@@ -126,7 +130,7 @@ func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
 		GracefulShutdownTimeout: &shutdownTimeout,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOptions(metricsAddr, secureMetrics),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
@@ -265,4 +269,20 @@ func splitNamespaces(flagValue string) []string {
 		}
 	}
 	return out
+}
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
+// metricsOptions serves /metrics on address (0 disables it); secure
+// serves HTTPS with controller-runtime's authentication and authorization
+// filter: a caller's bearer token is checked with a TokenReview and its
+// right to get /metrics with a SubjectAccessReview (the operator's
+// ClusterRole allows it to create both), others get 401 or 403.
+func metricsOptions(address string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: address}
+	if secure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }

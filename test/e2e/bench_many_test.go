@@ -143,7 +143,7 @@ func startBenchOperator(b *testing.B, resync time.Duration) *benchOperator {
 		b.Fatalf("the benchmark operator's kubeconfig: %v", err)
 	}
 	args := []string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--webhooks=false",
-		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0", "--resync-period=" + resync.String()}
+		"--metrics-bind-address=" + metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0", "--resync-period=" + resync.String()}
 	if addr := os.Getenv("E2E_BENCH_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr)
 	}
