@@ -101,6 +101,10 @@ func transportKind(err error) string {
 		return "TLS handshake refused"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "connection closed by the server"
+	case errors.Is(err, net.ErrClosed):
+		// net/http closed the connection while the body was still being
+		// written: what it read back was not an answer it could use.
+		return "connection closed while sending"
 	case strings.Contains(err.Error(), "malformed HTTP"):
 		return "the answer is not HTTP"
 	case errors.As(err, &opErr) && opErr.Op == "dial":

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,9 @@ func TestStoreErrorsCarryNoAnswerText(t *testing.T) {
 		{"status text", rawAnswer(t, "HTTP/1.1 500 "+leaked+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
 			[]string{"HTTP 500"}, nil},
 		{"not HTTP", rawAnswer(t, "SSH-2.0-"+leaked+"\r\n"),
-			[]string{"the answer is not HTTP"}, nil},
+			// A PUT may still be writing its body when net/http reads the
+			// answer and closes the connection.
+			[]string{"the answer is not HTTP|connection closed while sending"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store, err := NewStore(&cachev1beta1.ObjectStoreSpec{Endpoint: c.endpoint, Bucket: "bkt", Region: "us-east-1", ForcePathStyle: true},
@@ -108,14 +111,14 @@ func TestStoreErrorsCarryNoAnswerText(t *testing.T) {
 				}
 				if i == 0 { // HEAD: no body, the status and headers
 					for _, w := range c.want {
-						if c.name != "S3 message" && !strings.Contains(msg, w) {
+						if c.name != "S3 message" && !slices.ContainsFunc(strings.Split(w, "|"), func(alt string) bool { return strings.Contains(msg, alt) }) {
 							t.Errorf("request %d: %q lacks %q", i, msg, w)
 						}
 					}
 				}
 				if i == 1 {
 					for _, w := range c.want {
-						if !strings.Contains(msg, w) {
+						if !slices.ContainsFunc(strings.Split(w, "|"), func(alt string) bool { return strings.Contains(msg, alt) }) {
 							t.Errorf("request %d: %q lacks %q", i, msg, w)
 						}
 					}
