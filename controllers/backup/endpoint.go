@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/redis-operator/redis-operator/controllers/credentials"
 )
 
 // The operator flags that set an EndpointPolicy (BindFlags). The messages
@@ -131,7 +133,7 @@ func (p EndpointPolicy) Check(endpoint string) error {
 	}
 	for _, entry := range p.Allowlist {
 		prefix, err := parseEndpointPrefix(entry)
-		if err == nil && endpointMatches(prefix, u) {
+		if err == nil && credentials.URLUnder(prefix, u) {
 			return nil
 		}
 	}
@@ -139,37 +141,7 @@ func (p EndpointPolicy) Check(endpoint string) error {
 		EndpointAllowlistFlag, strings.Join(p.Allowlist, ", "))
 }
 
-// parseEndpointPrefix parses one allowlist entry.
+// parseEndpointPrefix parses one --object-store-endpoint-allowlist entry.
 func parseEndpointPrefix(entry string) (*url.URL, error) {
-	u, err := url.Parse(entry)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("--%s entry %q: %v", EndpointAllowlistFlag, entry, err)
-	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-		return nil, fmt.Errorf("--%s entry %q is not an http(s) URL with a host, such as https://s3.eu-west-1.amazonaws.com", EndpointAllowlistFlag, entry)
-	case u.User != nil, u.RawQuery != "", u.Fragment != "":
-		return nil, fmt.Errorf("--%s entry %q may not hold a user, a query or a fragment", EndpointAllowlistFlag, entry)
-	}
-	return u, nil
-}
-
-// endpointMatches reports whether u is at or below prefix (see EndpointPolicy).
-func endpointMatches(prefix, u *url.URL) bool {
-	if !strings.EqualFold(prefix.Scheme, u.Scheme) || !strings.EqualFold(prefix.Hostname(), u.Hostname()) ||
-		defaultedPort(prefix) != defaultedPort(u) {
-		return false
-	}
-	base := strings.TrimSuffix(prefix.Path, "/")
-	p := strings.TrimSuffix(u.Path, "/")
-	return base == "" || p == base || strings.HasPrefix(p, base+"/")
-}
-
-func defaultedPort(u *url.URL) string {
-	if port := u.Port(); port != "" {
-		return port
-	}
-	if strings.EqualFold(u.Scheme, "http") {
-		return "80"
-	}
-	return "443"
+	return credentials.ParseURLPrefix(EndpointAllowlistFlag, "https://s3.eu-west-1.amazonaws.com", entry)
 }

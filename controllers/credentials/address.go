@@ -155,22 +155,37 @@ func (p AddressPolicy) CheckAudience(audience string) error {
 		ErrAudienceNotAllowed, audience, AudiencesFlag, strings.Join(allowed, ", "))
 }
 
-// parsePrefix parses one allowlist entry.
+// parsePrefix parses one --vault-address-allowlist entry.
 func parsePrefix(entry string) (*url.URL, error) {
+	return ParseURLPrefix(AllowlistFlag, "https://vault.example.com/", entry)
+}
+
+// ParseURLPrefix parses entry, one URL prefix of allowlist flag flagName
+// (without the dashes): an http or https URL with a host and no user,
+// query or fragment. Its errors name the flag and the entry, and give
+// example as a valid one.
+func ParseURLPrefix(flagName, example, entry string) (*url.URL, error) {
 	u, err := url.Parse(entry)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("--%s entry %q: %v", AllowlistFlag, entry, err)
+		return nil, fmt.Errorf("--%s entry %q: %v", flagName, entry, err)
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-		return nil, fmt.Errorf("--%s entry %q is not an http(s) URL with a host, such as https://vault.example.com/", AllowlistFlag, entry)
+		return nil, fmt.Errorf("--%s entry %q is not an http(s) URL with a host, such as %s", flagName, entry, example)
 	case u.User != nil, u.RawQuery != "", u.Fragment != "":
-		return nil, fmt.Errorf("--%s entry %q may not hold a user, a query or a fragment", AllowlistFlag, entry)
+		return nil, fmt.Errorf("--%s entry %q may not hold a user, a query or a fragment", flagName, entry)
 	}
 	return u, nil
 }
 
 // matches reports whether u is at or below prefix (see AddressPolicy).
-func matches(prefix, u *url.URL) bool {
+func matches(prefix, u *url.URL) bool { return URLUnder(prefix, u) }
+
+// URLUnder reports whether u is at or below prefix: the same scheme and
+// host (compared case-insensitively), the same port (a missing one read as
+// the scheme's default, 443 for https and 80 for http), and u's path the
+// prefix's or below it, segment by segment (https://h/a matches
+// https://h/a/b, not https://h/ab).
+func URLUnder(prefix, u *url.URL) bool {
 	if !strings.EqualFold(prefix.Scheme, u.Scheme) || !strings.EqualFold(prefix.Hostname(), u.Hostname()) ||
 		effectivePort(prefix) != effectivePort(u) {
 		return false
