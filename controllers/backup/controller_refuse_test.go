@@ -268,13 +268,7 @@ func rawAnswerFor(t *testing.T, f *fakeS3, path, raw string) string {
 			f.serve(w, r)
 			return
 		}
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer func() { _ = conn.Close() }()
-		_, _ = buf.WriteString(raw)
-		_ = buf.Flush()
+		writeRaw(w, raw)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -28,17 +28,20 @@ const leaked = "AKIAEXAMPLELEAKED/token=hunter2-0123456789"
 // as written (a status line of its own, or not HTTP at all).
 func rawAnswer(t *testing.T, raw string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer func() { _ = conn.Close() }()
-		_, _ = buf.WriteString(raw)
-		_ = buf.Flush()
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeRaw(w, raw) }))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// writeRaw writes raw on w's connection as it is, then closes it.
+func writeRaw(w http.ResponseWriter, raw string) {
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	_, _ = buf.WriteString(raw)
+	_ = buf.Flush()
 }
 
 // answering answers every request with status, headers and body.
