@@ -205,3 +205,28 @@ func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Sc
 	}
 	return cfg, scheme, path
 }
+
+// runOperator builds the command and runs it with args, POD_NAMESPACE set
+// to podNamespace and no KUBECONFIG, until t ends; it returns the channel
+// its exit arrives on and its output so far.
+func runOperator(t *testing.T, podNamespace string, args ...string) (<-chan error, *bytes.Buffer) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "redis-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	logs := &bytes.Buffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+podNamespace, "KUBECONFIG=")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return exited, logs
+}

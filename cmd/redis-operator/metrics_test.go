@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,31 +29,14 @@ import (
 // ships (redis-operator-metrics-reader: get on the non-resource URL).
 func TestMetricsNeedAToken(t *testing.T) {
 	cfg, scheme, kubeconfigPath := envtestWithKubeconfig(t, "operator")
-	dir := filepath.Dir(kubeconfigPath)
-	bin := filepath.Join(dir, "redis-operator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--webhooks=false", "--leader-elect=false",
+	exited, logs := runOperator(t, "", "--kubeconfig", kubeconfigPath, "--webhooks=false", "--leader-elect=false",
 		"--metrics-bind-address", addr, "--health-probe-bind-address", "0")
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=", "KUBECONFIG=")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
 
 	ctx := context.Background()
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -94,7 +75,7 @@ func TestMetricsNeedAToken(t *testing.T) {
 	expect := func(what, token string, want int) string {
 		t.Helper()
 		var body string
-		waitOperator(t, 60*time.Second, exited, &logs, func() error {
+		waitOperator(t, 60*time.Second, exited, logs, func() error {
 			code, b, err := scrape(token)
 			if err != nil {
 				return err

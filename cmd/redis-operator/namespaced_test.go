@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,24 +54,8 @@ func TestNamespacedInstall(t *testing.T) {
 	installRBAC(t, ctx, k8s)
 	kubeconfigPath := accountKubeconfig(t, ctx, k8s, cfg)
 
-	bin := filepath.Join(t.TempDir(), "redis-operator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--webhooks=false", "--watch-namespaces=watched",
+	exited, logs := runOperator(t, installNamespace, "--kubeconfig", kubeconfigPath, "--webhooks=false", "--watch-namespaces=watched",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+installNamespace, "KUBECONFIG=")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
 
 	other := &cachev1beta1.RedisCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: "other"},
@@ -88,7 +70,7 @@ func TestNamespacedInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitOperator(t, 90*time.Second, exited, &logs, func() error { return reconciledIn(ctx, k8s, watched) })
+	waitOperator(t, 90*time.Second, exited, logs, func() error { return reconciledIn(ctx, k8s, watched) })
 
 	got := &cachev1beta1.RedisCluster{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(other), got); err != nil {
