@@ -65,7 +65,8 @@
 // TestUsers, TestTLS, TestDataSafety, TestMidMigration, TestOperatorKilled,
 // TestSickNode, TestStatusCommand, TestChaos, TestBackup,
 // TestScheduledBackup, TestExternalAccess, TestExternalAccessLoadBalancer,
-// TestArgoCD, and the installed operator's TestInstalled, TestInstalledHA
+// TestArgoCD, TestSecurity (a namespaced editor of this API's kinds
+// refused every way to borrow the operator's rights), and the installed operator's TestInstalled, TestInstalledHA
 // and TestInstalledUpgrade) and all of their scenarios but these six, which
 // are in tier all only (no scenario is deleted; each line says which ci
 // scenario covers the same):
