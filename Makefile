@@ -39,8 +39,21 @@ lint: ## gofmt and go vet.
 	go vet ./...
 
 .PHONY: verify-generated
-verify-generated: generate manifests ## Fail when generated files are out of date.
-	@git diff --exit-code -- apis kustomize/base kustomize/components/argocd kustomize/rendered || { echo "generated files are out of date: run make generate manifests"; exit 1; }
+verify-generated: generate manifests api-docs ## Fail when generated files are out of date.
+	@git diff --exit-code -- apis kustomize/base kustomize/components/argocd kustomize/rendered docs/reference || { echo "generated files are out of date: run make generate manifests api-docs"; exit 1; }
+
+# The API reference, one page per version, generated from the Go types by crd-ref-docs
+# (its own module, hack/tools/crd-ref-docs, run with go tool) with templates that escape
+# the doc comments for mkdocs. Committed, so that it reads on the forge too; verify-generated
+# checks it.
+CRD_REF_DOCS := hack/tools/crd-ref-docs
+.PHONY: api-docs
+api-docs: ## Generate the API reference (docs/reference/v1beta1.md, v1alpha1.md) from apis/cache with crd-ref-docs.
+	@for v in v1beta1 v1alpha1; do \
+	  GOWORK=off go -C $(CRD_REF_DOCS) tool crd-ref-docs --log-level=WARN --max-depth=30 --renderer=markdown \
+	    --config=$(CURDIR)/$(CRD_REF_DOCS)/config.yaml --templates-dir=$(CURDIR)/$(CRD_REF_DOCS)/templates \
+	    --source-path=$(CURDIR)/apis/cache/$$v --output-path=$(CURDIR)/docs/reference/$$v.md || exit 1; \
+	done
 
 .PHONY: build
 build: ## Build the operator binary into bin/.
