@@ -55,6 +55,10 @@ api-docs: ## Generate the API reference (docs/reference/v1beta1.md, v1alpha1.md)
 	    --source-path=$(CURDIR)/apis/cache/$$v --output-path=$(CURDIR)/docs/reference/$$v.md || exit 1; \
 	done
 
+.PHONY: docs
+docs: api-docs ## Build the documentation site from docs/ (mkdocs.yml) into site/, strict: a broken link, a missing page or any warning fails.
+	mkdocs build --strict --site-dir $(CURDIR)/site
+
 .PHONY: build
 build: ## Build the operator binary into bin/.
 	go build -o $(BIN)/redis-operator ./cmd/redis-operator
@@ -134,11 +138,12 @@ bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU
 	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
-test: ## Everything CI runs (.ci/run), with its own set-up: lint, verify-generated, unit and envtest, modules, bench-short and the e2e ci tier (make test-e2e-all runs the rest); prints how long each part took.
+test: ## Everything CI runs (.ci/run), with its own set-up: lint, verify-generated, the docs site, unit and envtest, modules, bench-short and the e2e ci tier (make test-e2e-all runs the rest); prints how long each part took.
 	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
 	@bash hack/timed.sh tools $(MAKE) --no-print-directory tools
 	@bash hack/timed.sh lint $(MAKE) --no-print-directory lint
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
+	@bash hack/timed.sh docs $(MAKE) --no-print-directory docs
 	@bash hack/timed.sh unit+envtest $(MAKE) --no-print-directory unit
 	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
 	@bash hack/timed.sh bench-short $(MAKE) --no-print-directory bench-short

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests and the demo need, when they are
-# missing: apt-get as root, otherwise a message naming the packages.
+# Installs the Debian packages the tests, the demo and the docs site (mkdocs) need,
+# when they are missing: apt-get as root, otherwise a message naming the packages.
 set -euo pipefail
 
 # command -> Debian package
@@ -11,6 +11,7 @@ declare -A need=(
   [iptables]=iptables
   [unshare]=util-linux
   [prometheus-redis-exporter]=prometheus-redis-exporter
+  [mkdocs]=mkdocs
 )
 
 missing=()

@@ -33,10 +33,19 @@ var needsOtherSoftware = map[string]string{
 	"kubectl apply -f examples/vault-csi/secretproviderclass.yaml -f examples/vault-csi/sync.yaml": "the Secrets Store CSI driver's SecretProviderClass CRD",
 }
 
+// commandsFrom is where a page's commands start: the troubleshooting
+// guide's commands before its repair knobs need a running operator and its
+// pods (logs, exec, leases), which this API server without them cannot
+// serve; the repair knobs' come from the README.
+var commandsFrom = map[string]string{
+	filepath.Join("docs", "troubleshooting.md"): "## Repair knobs",
+}
+
 // documentedCommands returns the kubectl commands of examples/ (YAML header
-// comments and READMEs) and of the top-level README, with the README's
-// placeholders filled in (NAME: the example cluster, <ns>: default).
-// Mentions of a bare verb in prose ("`kubectl apply`") are not commands.
+// comments and READMEs), of the top-level README and of the pages of docs/,
+// with the placeholders filled in (NAME: the example cluster, <ns>:
+// default). Mentions of a bare verb in prose ("`kubectl apply`") are not
+// commands.
 func documentedCommands(t *testing.T) []string {
 	t.Helper()
 	var files []string
@@ -49,13 +58,24 @@ func documentedCommands(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, "README.md")
+	pages, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(append(files, "README.md"), pages...)
 	seen := map[string]bool{}
 	var out []string
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if from, ok := commandsFrom[f]; ok {
+			i := strings.Index(string(raw), from)
+			if i < 0 {
+				t.Fatalf("%s has no %q", f, from)
+			}
+			raw = raw[i:]
 		}
 		re := proseCommand
 		if strings.HasSuffix(f, ".yaml") {
@@ -74,8 +94,8 @@ func documentedCommands(t *testing.T) []string {
 	return out
 }
 
-// TestDocumentedKubectlCommands runs every kubectl command of examples/ and
-// the README, as written, with bin/kubectl (or the kubectl on PATH) against a real API
+// TestDocumentedKubectlCommands runs every kubectl command of examples/, the
+// README and docs/, as written, with bin/kubectl (or the kubectl on PATH) against a real API
 // server holding the CRD (no operator: what the commands themselves do).
 // Applies go first, as a reader runs them; the Vault example's README
 // assumes its rediscluster.yaml applied. Each must succeed without a
