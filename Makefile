@@ -17,8 +17,12 @@ deps: ## Install the Debian packages the tests and the demo need (apt-get as roo
 	@bash hack/deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubelet, kubectl, weed (SeaweedFS), kustomize, argocd and the test Vault (vaultserver) into bin/ (no-op when present).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler, kubelet, kubectl, weed (SeaweedFS), kustomize, argocd, the test Vault (vaultserver) and the OCI registry (registry) into bin/ (no-op when present).
 	@bash hack/build-tools.sh
+
+.PHONY: images
+images: ## Build the real nodes' images (pause, redis 7.0, redis 8.0, valkey 8.1) from Debian packages into the per-user registry cache (root; no-op when up to date).
+	@bash hack/images.sh
 
 .PHONY: generate
 generate: ## Generate deepcopy code and the argocd-cm patch from health.lua.

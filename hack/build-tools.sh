@@ -10,6 +10,8 @@
 #   bin/argocd                                       from github.com/argoproj/argo-cd/v3 (hack/tools/argocd)
 #   bin/vaultserver                                  from test/vaultserver (Vault's own KV v2 and Kubernetes auth backends)
 #   bin/kubelet                                      from k8s.io/kubernetes (the local plane's real nodes)
+#   bin/registry                                     from github.com/distribution/distribution/v3 (hack/tools/registry;
+#                                                    the OCI registry the real nodes pull from, `make images`)
 # Versions are pinned by each tool module's go.mod and go.sum; nothing is downloaded
 # except through the Go module proxy. Every binary is identified by its stamp (module
 # version plus a hash of the module's go.mod, go.sum and build flags) and kept in a
@@ -27,7 +29,7 @@
 set -euo pipefail
 
 wanted=("$@")
-known=" etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet kubectl weed kustomize argocd vaultserver "
+known=" etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet kubectl weed kustomize argocd vaultserver registry "
 for w in "${wanted[@]}"; do
   [[ "${known}" == *" ${w} "* ]] || { echo "build-tools: no tool named ${w} (known:${known})" >&2; exit 2; }
 done
@@ -176,6 +178,10 @@ module_tool kustomize "${tools}/kustomize" sigs.k8s.io/kustomize/kustomize/v5 si
 # scenario; the heaviest tool here (about 10 minutes on 2 cores from a cold
 # cache, 160 MB). Its own Go files are inputs too.
 module_tool argocd "${tools}/argocd" github.com/argoproj/argo-cd/v3 . "$(cat "${tools}/argocd"/*.go | sha256sum)"
+
+# registry: the OCI distribution registry (CNCF Distribution) that `make images` pushes
+# the images built here into and the local plane's real nodes pull from.
+module_tool registry "${tools}/registry" github.com/distribution/distribution/v3 github.com/distribution/distribution/v3/cmd/registry
 
 # vaultserver: the test Vault (Vault's own KV v2 and Kubernetes auth
 # backends behind Vault's HTTP API; test/vaultserver), which the backup

@@ -12,17 +12,23 @@ declare -A need=(
   [unshare]=util-linux
   [prometheus-redis-exporter]=prometheus-redis-exporter
   [mkdocs]=mkdocs
+  # the local plane's real nodes (test/localplane) and their images (make images)
+  [containerd]=containerd
+  [runc]=runc
+  [debootstrap]=debootstrap
 )
 
 missing=()
 for cmd in "${!need[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
 done
+# The CNI plugins are not commands on PATH.
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u | sed '/^$/d')
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all Debian packages present"
   exit 0
 fi
-mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [ "$(id -u)" -ne 0 ]; then
   echo "deps: missing Debian packages: ${missing[*]}" >&2
   echo "deps: install them with: sudo apt-get install -y ${missing[*]}" >&2

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# images.sh [NAME...]: builds the images of the local plane's real nodes
+# (pause, redis-7.0, redis-8.0, valkey-8.1; test/localplane/internal/images)
+# into the registry storage of the per-user images cache
+#   ${REDIS_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/redis-operator}/images
+# with no registry outside this machine: Debian rootfs trees made by
+# debootstrap from the archive the machine's apt sources name, pushed into a
+# CNCF Distribution registry (bin/registry, `make tools`). An image whose
+# stamp is unchanged is not rebuilt; a cold build makes two at a time.
+# Needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$PWD/bin
+if ! command -v debootstrap >/dev/null 2>&1; then
+  echo "images: installing debootstrap"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+fi
+bash hack/build-tools.sh registry
+export GOWORK=off
+CGO_ENABLED=0 go -C test/localplane build -trimpath -o "$bin/pause" ./cmd/pause
+go -C test/localplane build -o "$bin/localplane-images" ./cmd/localplane-images
+exec "$bin/localplane-images" --bin-dir "$bin" --pause "$bin/pause" "$@"

@@ -1,0 +1,155 @@
+// Package images builds, with no registry outside this machine and no
+// container engine, the images the local plane's real nodes run, and serves
+// them from a real OCI registry (CNCF Distribution, bin/registry) on
+// 127.0.0.1, to which containerd's mirrors send docker.io, registry.k8s.io,
+// ghcr.io and quay.io. Manifests keep the names users write (redis:7.0.15,
+// valkey/valkey:8.1, registry.k8s.io/pause:3.10), and pulls, pull policies
+// and tags are real.
+//
+// Redis and Valkey images are Debian rootfs trees (debootstrap
+// --variant=minbase of the suite that ships the server, from the archive the
+// machine's apt sources name) with the server's packages, laid out as the
+// official images are: user and group 999 for the server, /data its working
+// directory, a docker-entrypoint.sh that prepends the server to option
+// arguments and drops root. Images are kept in the registry's storage in the
+// per-user cache (Dir) and rebuilt only when their definition changes (a
+// stamp per image); see Build.
+package images
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// Image is one image that Build makes.
+type Image struct {
+	// Name is the image's short name in the catalog and on the command line
+	// ("redis-7.0").
+	Name string
+	// Repository is the path under the registry host, as Docker Hub
+	// normalizes it ("library/redis", "valkey/valkey", "pause").
+	Repository string
+	// Debian, when set, makes the rootfs with debootstrap.
+	Debian *Debian
+	// Files are extra regular files written into the rootfs (or, without
+	// Debian, the whole rootfs), by path inside the image.
+	Files []File
+	// Tags are the image's tags. With Debian, VersionFrom's package version
+	// adds its upstream version ("8.0.2") and its major.minor ("8.0").
+	Tags []string
+	// Entrypoint, Cmd, User, WorkingDir, Env and Ports are the image config.
+	Entrypoint []string
+	Cmd        []string
+	User       string
+	WorkingDir string
+	Env        []string
+	Ports      []string
+}
+
+// Debian says how debootstrap makes an image's rootfs.
+type Debian struct {
+	// Suite is the Debian release ("bookworm", "trixie").
+	Suite string
+	// Packages are installed on top of minbase.
+	Packages []string
+	// VersionFrom names the package whose upstream version tags the image.
+	VersionFrom string
+	// ServerUser is the account the server's package creates ("redis",
+	// "valkey"): it is given uid and gid 999, as the official images have.
+	ServerUser string
+}
+
+// File is a file of an image.
+type File struct {
+	Path string // absolute path in the image
+	Mode int64  // permission bits
+	// Source is a file on this machine to copy; Data is the content when
+	// Source is empty.
+	Source string
+	Data   string
+}
+
+// serverUID is the uid and gid of the server's user in the official redis and
+// valkey images (and the operator's runAsUser for Redis pods).
+const serverUID = 999
+
+// entrypoint is the Redis and Valkey images' docker-entrypoint.sh, behaving
+// as the official images' does: arguments that start with "-" or end in
+// ".conf" get the server prepended, and the server started as root drops to
+// its own user (999) after taking ownership of the working directory.
+const entrypoint = `#!/bin/sh
+set -e
+server=redis-server
+command -v valkey-server >/dev/null 2>&1 && server=valkey-server
+if [ "${1#-}" != "$1" ] || [ "${1%.conf}" != "$1" ]; then
+	set -- "$server" "$@"
+fi
+case "$1" in
+redis-server|valkey-server)
+	if [ "$(id -u)" = 0 ]; then
+		find . \! -user 999 -exec chown 999:999 '{}' +
+		exec setpriv --reuid=999 --regid=999 --init-groups "$0" "$@"
+	fi
+	umask 0077
+	;;
+esac
+exec "$@"
+`
+
+func serverImage(name, repo, suite, cmd, user string, packages ...string) Image {
+	return Image{
+		Name:       name,
+		Repository: repo,
+		Debian:     &Debian{Suite: suite, Packages: packages, VersionFrom: packages[0], ServerUser: user},
+		Files:      []File{{Path: "/usr/local/bin/docker-entrypoint.sh", Mode: 0o755, Data: entrypoint}},
+		Entrypoint: []string{"docker-entrypoint.sh"},
+		Cmd:        []string{cmd},
+		WorkingDir: "/data",
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Ports:      []string{"6379/tcp"},
+	}
+}
+
+// Catalog is every image `make images` builds, given the pause binary
+// (cmd/pause, built static).
+func Catalog(pauseBinary string) []Image {
+	return []Image{
+		{
+			Name:       "pause",
+			Repository: "pause",
+			Tags:       []string{"3.10"},
+			Files:      []File{{Path: "/pause", Mode: 0o755, Source: pauseBinary}},
+			Entrypoint: []string{"/pause"},
+			User:       "65535:65535",
+		},
+		// Redis 7.0 is bookworm's; 8.0 and Valkey 8.1 are trixie's (the
+		// next Debian release, same archive). valkey-redis-compat adds the
+		// redis-server and redis-cli names the official valkey image has too.
+		serverImage("redis-7.0", "library/redis", "bookworm", "redis-server", "redis", "redis-server", "redis-tools"),
+		serverImage("redis-8.0", "library/redis", "trixie", "redis-server", "redis", "redis-server", "redis-tools"),
+		serverImage("valkey-8.1", "valkey/valkey", "trixie", "valkey-server", "valkey", "valkey-server", "valkey-tools", "valkey-redis-compat"),
+	}
+}
+
+// builderVersion changes whenever the way images are made changes, so that
+// every image is rebuilt.
+const builderVersion = "1"
+
+// stamp identifies what an image is made of: its definition, the content of
+// its source files (digests, given by path) and the builder's version.
+func stamp(img Image, sourceDigests map[string]string) string {
+	h := sha256.New()
+	def, err := json.Marshal(img)
+	if err != nil {
+		panic(fmt.Sprintf("images: marshalling %s: %v", img.Name, err)) // plain data: cannot fail
+	}
+	fmt.Fprintf(h, "builder %s\n%s\n", builderVersion, def)
+	for _, f := range img.Files {
+		if f.Source != "" {
+			fmt.Fprintf(h, "%s %s\n", f.Path, sourceDigests[f.Source])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
