@@ -138,6 +138,12 @@ func (n *Services) provision(ctx context.Context, pvc *corev1.PersistentVolumeCl
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	// Writable by any user, as local-path-provisioner makes its volumes: the
+	// real kubelet applies no fsGroup to a hostPath volume, and the Redis
+	// pods run as 999.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return err
+	}
 	dirType := corev1.HostPathDirectoryOrCreate
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{provisionedBy: Provisioner}},
