@@ -16,12 +16,22 @@
 // host end of the veth (named VethPrefix...) carries the route to the pod
 // IP. All traffic between pods is routed by the host, so one iptables rule
 // on a pod IP (in FORWARD for other pods, OUTPUT/INPUT for host processes)
-// cuts both directions. Two FORWARD rules drop anything forwarded between a
-// pod veth and any other interface, so no pod packet leaves the machine.
+// cuts both directions.
 //
-// Every namespace made is recorded in <stateDir>/netns/; Open removes the
-// namespaces recorded by an earlier run that crashed, with their veths and
-// host routes.
+// Real nodes (package realnode) bring their own pods' namespaces (the CNI
+// bridge plugin makes them); each gets a bridge of its own, named
+// BridgePrefix<k>, holding 10.244.<192+k>.1/24 (the node's IP and its pods'
+// gateway) inside NodeCIDRs, a range the allocator here never hands out;
+// see AddBridge.
+//
+// The FORWARD chain jumps first to GuardChain, which lets through what is
+// forwarded between pod interfaces (pod veths and node bridges, in any
+// combination) and drops anything else they send or receive, so no pod
+// packet leaves the machine.
+//
+// Every namespace made is recorded in <stateDir>/netns/, as is every node
+// bridge; Open removes the namespaces and bridges recorded by an earlier
+// run that crashed, with their veths and host routes.
 package podnet
 
 import (
@@ -39,9 +49,19 @@ import (
 )
 
 const (
-	// PodCIDR holds the pod IPs (10.244.1.0 to 10.244.255.255; the first
-	// /24 holds the planes' gateways).
+	// PodCIDR holds the pod IPs: 10.244.1.0 to 10.244.191.255 for the
+	// namespaces made here; the first /24 holds the planes' gateways, and
+	// NodeCIDRs the real nodes' bridges.
 	PodCIDR = "10.244.0.0/16"
+	// NodeCIDRs is the part of PodCIDR kept for real nodes: bridge k (1 to
+	// 63) has the /24 10.244.<192+k>.0/24.
+	NodeCIDRs = "10.244.192.0/18"
+	// BridgePrefix starts the name of every real node's bridge.
+	BridgePrefix = "lpc"
+	// GuardChain is the filter-table chain that FORWARD jumps to first: it
+	// drops whatever a pod interface (VethPrefix..., BridgePrefix...)
+	// exchanges with any other interface.
+	GuardChain = "LOCALPLANE-GUARD"
 	// ServiceCIDR is the Services' ClusterIP range in this mode.
 	ServiceCIDR = "10.96.0.0/16"
 	// HostLink is the host interface (a bridge without ports) that owns the
@@ -120,15 +140,41 @@ func hostSetup() error {
 			return err
 		}
 	}
-	for _, rule := range [][]string{
+	return guardSetup()
+}
+
+// guardSetup fills GuardChain (replacing its rules at once, so another
+// plane doing the same never opens a gap), makes FORWARD jump to it first,
+// and removes the two FORWARD rules earlier versions guarded pod veths
+// with (they would cut pod veths off from node bridges).
+func guardSetup() error {
+	var rules strings.Builder
+	fmt.Fprintf(&rules, "*filter\n:%s - [0:0]\n", GuardChain)
+	pods := []string{VethPrefix + "+", BridgePrefix + "+"}
+	for _, in := range pods {
+		for _, out := range pods {
+			fmt.Fprintf(&rules, "-A %s -i %s -o %s -j RETURN\n", GuardChain, in, out)
+		}
+	}
+	for _, dev := range pods {
+		fmt.Fprintf(&rules, "-A %s -i %s -j DROP\n-A %[1]s -o %[2]s -j DROP\n", GuardChain, dev)
+	}
+	rules.WriteString("COMMIT\n")
+	restore := exec.Command("iptables-restore", "-w", "--noflush")
+	restore.Stdin = strings.NewReader(rules.String())
+	if out, err := restore.CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables-restore %s: %v: %s", GuardChain, err, strings.TrimSpace(string(out)))
+	}
+	if exec.Command("iptables", "-w", "-C", "FORWARD", "-j", GuardChain).Run() != nil {
+		if err := run("iptables", "-w", "-I", "FORWARD", "-j", GuardChain); err != nil {
+			return err
+		}
+	}
+	for _, legacy := range [][]string{
 		{"FORWARD", "-i", VethPrefix + "+", "!", "-o", VethPrefix + "+", "-j", "DROP"},
 		{"FORWARD", "-o", VethPrefix + "+", "!", "-i", VethPrefix + "+", "-j", "DROP"},
 	} {
-		if exec.Command("iptables", append([]string{"-w", "-C"}, rule...)...).Run() == nil {
-			continue
-		}
-		if err := run(append([]string{"iptables", "-w", "-I"}, rule...)...); err != nil {
-			return err
+		for exec.Command("iptables", append([]string{"-w", "-D"}, legacy...)...).Run() == nil {
 		}
 	}
 	return nil
@@ -234,7 +280,8 @@ func (n *Network) Remove(p Pod) error {
 	return err
 }
 
-// sweep deletes every recorded namespace.
+// sweep deletes every recorded namespace and node bridge (the bridges'
+// records stay, so a node keeps its address).
 func (n *Network) sweep() error {
 	entries, err := os.ReadDir(n.dir)
 	if err != nil {
@@ -242,6 +289,10 @@ func (n *Network) sweep() error {
 	}
 	var errs []error
 	for _, e := range entries {
+		if node, ok := strings.CutPrefix(e.Name(), bridgeRecordPrefix); ok {
+			errs = append(errs, n.RemoveBridge(node))
+			continue
+		}
 		if !strings.HasPrefix(e.Name(), NamespacePrefix) {
 			continue
 		}
@@ -269,8 +320,8 @@ func deleteNamespace(name string) error {
 	return nil
 }
 
-// allocate picks a free pod IP: not handed out here, and no route on the
-// machine to it (another plane's pod).
+// allocate picks a free pod IP below NodeCIDRs: not handed out here, and
+// no route on the machine to it (another plane's pod).
 func (n *Network) allocate() (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -279,7 +330,7 @@ func (n *Network) allocate() (string, error) {
 		return "", err
 	}
 	for range 1000 {
-		k, err := rand.Int(rand.Reader, big.NewInt(255*256))
+		k, err := rand.Int(rand.Reader, big.NewInt(191*256))
 		if err != nil {
 			return "", err
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,5 +99,70 @@ func TestNamespaces(t *testing.T) {
 			}
 			t.Errorf("dialing the removed pod %s: %v, want EHOSTUNREACH", p.IP, err)
 		}
+	}
+}
+
+// TestBridges gives two real nodes their bridges: distinct /24s in
+// NodeCIDRs with the gateway on the bridge and a route to the subnet; a
+// pod namespace reaches a bridge's address; an Open after a crash removes
+// the bridges and a node then gets its recorded bridge back.
+func TestBridges(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = n.RemoveBridge("c1")
+		_ = n.RemoveBridge("c2")
+		_ = n.Close()
+	})
+	b1, err := n.AddBridge("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := n.AddBridge("c2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, nodeNet, _ := net.ParseCIDR(NodeCIDRs)
+	for _, b := range []Bridge{b1, b2} {
+		if !nodeNet.Contains(net.ParseIP(b.Gateway)) || !strings.HasPrefix(b.Name, BridgePrefix) {
+			t.Errorf("bridge %+v: want a %s... bridge in %s", b, BridgePrefix, NodeCIDRs)
+		}
+		if out, _ := exec.Command("ip", "-4", "-o", "route", "show", b.Subnet).Output(); !strings.Contains(string(out), "dev "+b.Name) {
+			t.Errorf("route to %s: %q, want it on %s", b.Subnet, out, b.Name)
+		}
+	}
+	if b1.Subnet == b2.Subnet || b1.Name == b2.Name {
+		t.Fatalf("both nodes got %+v", b1)
+	}
+	pod, err := n.Add()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(b1.Gateway, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dial := "exec 3<>/dev/tcp/" + b1.Gateway + "/" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	if out, err := exec.Command("nsenter", "--net="+pod.Path(), "bash", "-c", dial).CombinedOutput(); err != nil {
+		t.Errorf("connecting to %s from a pod: %v: %s", l.Addr(), err, out)
+	}
+
+	again, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("ip", "link", "show", b1.Name).Run(); err == nil {
+		t.Errorf("bridge %s survived the sweep", b1.Name)
+	}
+	b1again, err := again.AddBridge("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b1again != b1 {
+		t.Errorf("after the sweep c1 got %+v, want its recorded %+v", b1again, b1)
 	}
 }
