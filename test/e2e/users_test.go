@@ -228,7 +228,7 @@ func userClusterClient(c *cluster, pw func() string) *redis.ClusterClient {
 	return cl
 }
 
-// userFollower re-reads the user's Secret every 500 ms, as the README tells clients to, and
+// userFollower re-reads the user's Secret every 500 ms, as docs/tls-and-users.md tells clients to, and
 // meanwhile logs in on a new connection to every pod with the password it holds.
 type userFollower struct {
 	mu       sync.Mutex

@@ -38,7 +38,7 @@ type RedisClusterSpec struct {
 	// Image is the Redis server container image. Changing it rolls the cluster
 	// shard by shard: replicas first, then a planned failover, then the old master.
 	// Defaults to redis:7.0.15 (a patch version, so a new pod never pulls a different
-	// build than its shard mates; see README, Redis versions).
+	// build than its shard mates; see docs/cluster-configuration.md, Supported Redis versions).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:default="redis:7.0.15"

@@ -6,7 +6,7 @@
 //
 // The JSON form (`-o json`) is the Report struct below; its field names
 // are stable: fields may be added, none renamed or removed without a
-// version note in the README.
+// version note in docs/monitoring.md.
 package statusview
 
 import "time"
