@@ -38,6 +38,7 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/credentials"
 	"github.com/redis-operator/redis-operator/controllers/resources"
 	"github.com/redis-operator/redis-operator/controllers/status"
+	"github.com/redis-operator/redis-operator/controllers/tlscerts"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 )
 
@@ -120,6 +121,10 @@ type RedisClusterReconciler struct {
 	DeletionTimeout time.Duration
 	// Clock is the source of time (tests inject one); default real time.
 	Clock clock.PassiveClock
+	// CAValidity is how long a CA the operator makes for a cluster's TLS
+	// is valid (flag --tls-ca-validity); it is renewed with a third of that
+	// left (renewCA). Default: tlscerts.DefaultCAValidity.
+	CAValidity time.Duration
 	// OperatorNamespace is the namespace of the operator's own pods, which
 	// spec.networkPolicy lets reach the Redis pods. Default:
 	// resources.DefaultOperatorNamespace.
@@ -189,6 +194,9 @@ func (r *RedisClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.CAValidity <= 0 {
+		r.CAValidity = tlscerts.DefaultCAValidity
 	}
 	if r.OperatorNamespace == "" {
 		r.OperatorNamespace = resources.DefaultOperatorNamespace

@@ -6,6 +6,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers"
 	"github.com/redis-operator/redis-operator/controllers/backup"
+	"github.com/redis-operator/redis-operator/controllers/tlscerts"
 	"github.com/redis-operator/redis-operator/controllers/topology"
 	"github.com/redis-operator/redis-operator/kustomize/rendered"
 	"github.com/redis-operator/redis-operator/webhooks"
@@ -81,6 +83,8 @@ func main() {
 	flag.DurationVar(&reconciler.RedisTimeout, "redis-timeout", controllers.DefaultRedisTimeout, "Timeout of every Redis dial and command")
 	flag.DurationVar(&reconciler.DeletionTimeout, "deletion-timeout", controllers.DefaultDeletionTimeout,
 		"Longest cleanup on RedisCluster deletion before the finalizer is removed anyway")
+	flag.DurationVar(&reconciler.CAValidity, "tls-ca-validity", tlscerts.DefaultCAValidity,
+		"Validity of the CA the operator makes for a RedisCluster's TLS (spec.tls without secretName); renewed with a third of it left, without a handshake failing. At least 10m")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "RedisClusters reconciled at once")
 	flag.StringVar(&reconciler.RestoreImage, "restore-image", controllers.DefaultRestoreImage,
 		"Image of the init container that fetches a restored shard's RDB (spec.bootstrap.fromBackup): the operator's own image")
@@ -116,6 +120,10 @@ func main() {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	if reconciler.CAValidity < tlscerts.MinCAValidity {
+		log.Error(fmt.Errorf("--tls-ca-validity %s is shorter than %s", reconciler.CAValidity, tlscerts.MinCAValidity), "Invalid TLS CA validity")
+		os.Exit(1)
+	}
 	if err := objectStores.Validate(); err != nil {
 		log.Error(err, "Invalid object store endpoint policy")
 		os.Exit(1)

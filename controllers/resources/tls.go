@@ -26,6 +26,10 @@ const (
 	TLSCAKey   = "ca.crt"
 	// TLSCAPrivateKey is the key of the CA's private key in the operator's CA Secret.
 	TLSCAPrivateKey = "ca.key"
+	// TLSNextCAPrivateKey is the key, in the operator's CA Secret, of the
+	// private key of a new CA that is trusted (in ca.crt) but does not
+	// sign yet, while the CA is renewed (tlscerts.Authority).
+	TLSNextCAPrivateKey = "next-ca.key"
 	// tlsVolumeName is the pod volume of the certificate Secret.
 	tlsVolumeName = "tls"
 )
@@ -171,16 +175,28 @@ func exporterTLSEnv(rc *cachev1beta1.RedisCluster) []corev1.EnvVar {
 	}
 }
 
-// TLSCASecret is the operator's CA Secret of rc: ca.crt and ca.key (PEM),
-// owned by rc.
-func TLSCASecret(rc *cachev1beta1.RedisCluster, caCert, caKey []byte) *corev1.Secret {
+// TLSCASecret is the operator's CA Secret of rc, owned by rc, holding
+// TLSCAData.
+func TLSCASecret(rc *cachev1beta1.RedisCluster, bundle, key, nextKey []byte) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: TLSCASecretName(rc.Name), Namespace: rc.Namespace,
 			Labels: ClusterLabels(rc.Name), OwnerReferences: ownerRefs(rc)},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{TLSCAKey: caCert, TLSCAPrivateKey: caKey},
+		Data: TLSCAData(bundle, key, nextKey),
 	}
+}
+
+// TLSCAData is the data of the operator's CA Secret (PEM): ca.crt, the
+// CAs the nodes and clients trust; ca.key, the key of the one that signs;
+// next-ca.key, only while a renewal publishes a new CA that does not sign
+// yet, its key.
+func TLSCAData(bundle, key, nextKey []byte) map[string][]byte {
+	data := map[string][]byte{TLSCAKey: bundle, TLSCAPrivateKey: key}
+	if len(nextKey) > 0 {
+		data[TLSNextCAPrivateKey] = nextKey
+	}
+	return data
 }
 
 // TLSOperatorSecret is the Secret of the nodes' certificate the operator's

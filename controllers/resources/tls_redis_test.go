@@ -26,7 +26,7 @@ func testTLS(t *testing.T) (map[string][]byte, *tls.Config) {
 	t.Helper()
 	testTLSOnce.Do(func() {
 		now := time.Now()
-		ca, caKey, err := tlscerts.NewCA("scripts", now)
+		ca, caKey, err := tlscerts.NewCA("scripts", now, tlscerts.DefaultCAValidity)
 		if err != nil {
 			testTLSErr = err
 			return

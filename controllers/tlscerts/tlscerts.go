@@ -22,20 +22,27 @@ import (
 )
 
 const (
-	// CAValidity is how long an operator-made CA is valid.
-	CAValidity = 10 * 365 * 24 * time.Hour
+	// DefaultCAValidity is how long an operator-made CA is valid unless
+	// the operator is told otherwise (--tls-ca-validity); it is renewed
+	// once less than a third of that is left (Renew).
+	DefaultCAValidity = 10 * 365 * 24 * time.Hour
+	// MinCAValidity is the shortest CA validity the operator accepts: a
+	// renewal starts with a third of the CA's life left and needs a few
+	// reloads of every node, and a CA's life counts the backdate too, so a
+	// shorter one would be due again as soon as it is made.
+	MinCAValidity = 10 * time.Minute
 	// LeafValidity is how long a nodes' certificate the operator issues is
-	// valid; it is renewed once less than a third of that is left
-	// (NeedsRenewal).
+	// valid at most (never beyond its CA); it is renewed once less than a
+	// third of that is left (NeedsRenewal).
 	LeafValidity = 90 * 24 * time.Hour
 	// backdate covers clocks a little behind the operator's.
 	backdate = 5 * time.Minute
 )
 
 // NewCA returns a self-signed CA certificate and its ECDSA P-256 key, both
-// PEM, named after cn and valid for CAValidity from now (backdated a few
+// PEM, named after cn and valid for validity from now (backdated a few
 // minutes).
-func NewCA(cn string, now time.Time) (certPEM, keyPEM []byte, err error) {
+func NewCA(cn string, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating CA key: %w", err)
@@ -48,7 +55,7 @@ func NewCA(cn string, now time.Time) (certPEM, keyPEM []byte, err error) {
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-backdate),
-		NotAfter:              now.Add(CAValidity),
+		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -65,7 +72,8 @@ func NewCA(cn string, now time.Time) (certPEM, keyPEM []byte, err error) {
 // key, as NewCA returns them): a fresh ECDSA P-256 key, the first DNS name
 // as common name, dnsNames and ips as subject alternative names, usable
 // for TLS servers and clients (Redis presents it on its replication and bus
-// links too), valid for LeafValidity from now.
+// links too), valid for LeafValidity from now or until the CA expires,
+// whichever comes first (a certificate outliving its CA would not verify).
 func Issue(caCertPEM, caKeyPEM []byte, dnsNames []string, ips []net.IP, now time.Time) (certPEM, keyPEM []byte, err error) {
 	ca, err := ParseCertificate(caCertPEM)
 	if err != nil {
@@ -87,13 +95,17 @@ func Issue(caCertPEM, caKeyPEM []byte, dnsNames []string, ips []net.IP, now time
 	if len(dnsNames) > 0 {
 		cn = dnsNames[0]
 	}
+	notAfter := now.Add(LeafValidity)
+	if ca.NotAfter.Before(notAfter) {
+		notAfter = ca.NotAfter
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: cn},
 		DNSNames:     dnsNames,
 		IPAddresses:  ips,
 		NotBefore:    now.Add(-backdate),
-		NotAfter:     now.Add(LeafValidity),
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}

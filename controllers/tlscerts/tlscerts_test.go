@@ -10,7 +10,7 @@ import (
 
 func TestIssueChainsToItsCAAndNamesTheNodes(t *testing.T) {
 	now := time.Now()
-	caCert, caKey, err := NewCA("test-ca", now)
+	caCert, caKey, err := NewCA("test-ca", now, DefaultCAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestIssueChainsToItsCAAndNamesTheNodes(t *testing.T) {
 		t.Errorf("Serial %q is not even-length upper-case hex", s)
 	}
 
-	otherCA, otherKey, err := NewCA("other", now)
+	otherCA, otherKey, err := NewCA("other", now, DefaultCAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +63,9 @@ func TestIssueChainsToItsCAAndNamesTheNodes(t *testing.T) {
 // accepted whatever address it is dialled at; one of another CA is refused.
 func TestClientConfigHandshake(t *testing.T) {
 	now := time.Now()
-	caCert, caKey, _ := NewCA("ca", now)
+	caCert, caKey, _ := NewCA("ca", now, DefaultCAValidity)
 	cert, key, _ := Issue(caCert, caKey, []string{"not-the-address"}, nil, now)
-	otherCA, otherKey, _ := NewCA("other", now)
+	otherCA, otherKey, _ := NewCA("other", now, DefaultCAValidity)
 	otherCert, otherLeafKey, _ := Issue(otherCA, otherKey, []string{"x"}, nil, now)
 	cfg, err := ClientConfig(caCert, cert, key)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 func tlsFiles(t *testing.T, dir string) (ca, caKey []byte, files *redistest.TLS) {
 	t.Helper()
 	now := time.Now()
-	ca, caKey, err := tlscerts.NewCA("test", now)
+	ca, caKey, err := tlscerts.NewCA("test", now, tlscerts.DefaultCAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -339,7 +339,7 @@ func vaultHost(t *testing.T) string {
 func vaultTLS(t *testing.T, host string) (certFile, keyFile string, caPEM []byte) {
 	t.Helper()
 	now := time.Now()
-	caPEM, caKey, err := tlscerts.NewCA("e2e test Vault CA "+t.Name(), now)
+	caPEM, caKey, err := tlscerts.NewCA("e2e test Vault CA "+t.Name(), now, tlscerts.DefaultCAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}

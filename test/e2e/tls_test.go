@@ -94,7 +94,7 @@ func TestTLS(t *testing.T) {
 		if err := ensureNamespace(context.Background(), ns); err != nil {
 			t.Fatal(err)
 		}
-		ca, caKey, err := tlscerts.NewCA("user CA", time.Now())
+		ca, caKey, err := tlscerts.NewCA("user CA", time.Now(), tlscerts.DefaultCAValidity)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func (c *cluster) checkRefusesStrangers() {
 	if err := pc.Ping(ctx).Err(); err == nil {
 		c.t.Errorf("a plain-text PING to %s succeeded with TLS on", ip)
 	}
-	otherCA, _, err := tlscerts.NewCA("stranger", time.Now())
+	otherCA, _, err := tlscerts.NewCA("stranger", time.Now(), tlscerts.DefaultCAValidity)
 	if err != nil {
 		c.t.Fatal(err)
 	}

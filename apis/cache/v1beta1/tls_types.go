@@ -81,7 +81,32 @@ type TLSStatus struct {
 	// certificate is being applied.
 	// +optional
 	AppliedSerial string `json:"appliedSerial,omitempty"`
+
+	// CANotAfter is when the operator's CA that signs that certificate
+	// expires (not set with spec.tls.secretName). The operator renews the
+	// CA once less than a third of its life is left (caRenewal).
+	// +optional
+	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
+
+	// CARenewal is the step of a renewal of the operator's CA under way,
+	// empty when none: NewCAPublished, ca.crt holds the old and the new CA
+	// and the old one still signs, until every node has loaded both;
+	// NewCASigning, the new CA signs the nodes' certificate and the old one
+	// stays in ca.crt until every node serves it.
+	// +kubebuilder:validation:Enum=NewCAPublished;NewCASigning
+	// +optional
+	CARenewal TLSCARenewal `json:"caRenewal,omitempty"`
 }
+
+// TLSCARenewal is the step of a renewal of the operator's CA.
+type TLSCARenewal string
+
+const (
+	// TLSCARenewalPublished: both CAs are trusted, the old one signs.
+	TLSCARenewalPublished TLSCARenewal = "NewCAPublished"
+	// TLSCARenewalSigning: the new CA signs, the old one is still trusted.
+	TLSCARenewalSigning TLSCARenewal = "NewCASigning"
+)
 
 // TLSEnabled reports whether spec.tls turns TLS on.
 func (s *RedisClusterSpec) TLSEnabled() bool {
