@@ -116,8 +116,8 @@ func TestTLSUserSecretBroken(t *testing.T) {
 	}
 	degradedMessage("TLS Secret mine")
 
-	caA, keyA, _ := tlscerts.NewCA("a", getCluster(t, rc).CreationTimestamp.Time)
-	caB, _, _ := tlscerts.NewCA("b", getCluster(t, rc).CreationTimestamp.Time)
+	caA, keyA, _ := tlscerts.NewCA("a", getCluster(t, rc).CreationTimestamp.Time, tlscerts.DefaultCAValidity)
+	caB, _, _ := tlscerts.NewCA("b", getCluster(t, rc).CreationTimestamp.Time, tlscerts.DefaultCAValidity)
 	cert, key, err := tlscerts.Issue(caA, keyA, []string{"x"}, nil, getCluster(t, rc).CreationTimestamp.Time)
 	if err != nil {
 		t.Fatal(err)
