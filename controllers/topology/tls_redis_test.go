@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -181,4 +182,157 @@ func redisPing(ctx context.Context, cfg *tls.Config, addr string) error {
 		return fmt.Errorf("reply %q", buf[:n])
 	}
 	return nil
+}
+
+// TestTLSCARenewalLive renews the CA of a running TLS cluster of real
+// redis-server processes (3 masters, 3 replicas, client certificates
+// required) through tlscerts.Renew's three steps, the way the operator
+// does: after each step, a certificate from the signing CA with the
+// step's bundle as ca.crt, which each node loads in turn (ReloadTLS, one
+// node at a time, as the kubelet updates pods one by one). After every
+// single node's reload, with nodes on both sides of the step, every node's
+// cluster bus links and every replica's link to its master are dialled
+// again and come up (each side checks the other's certificate against its
+// own ca.crt), the cluster stays ok, and a client trusting the published
+// ca.crt verifies each node's certificate. The clock of the steps ends a
+// minute before the real one, so Redis, which checks validity at the real
+// time, finds every certificate valid.
+func TestTLSCARenewalLive(t *testing.T) {
+	const validity = time.Hour
+	t0 := time.Now().Add(-45 * time.Minute)
+	caPEM, caKey, err := tlscerts.NewCA("renewed", t0, validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := tlscerts.ParseAuthority(caPEM, caKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type version struct {
+		files          TLSFiles
+		ca, cert       []byte
+		serial         string
+		client, bundle *tls.Config
+	}
+	issue := func(a *tlscerts.Authority, at time.Time) version {
+		t.Helper()
+		cert, key, err := tlscerts.Issue(a.SignerPEM(), a.Key, []string{"redis"}, nil, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		f := &redistest.TLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt")}
+		writeTLS(t, f, a.Bundle, cert, key)
+		v := version{files: TLSFiles{Cert: f.CertFile, Key: f.KeyFile, CA: f.CAFile}, ca: a.Bundle, cert: cert}
+		leaf, _ := tlscerts.ParseCertificate(cert)
+		v.serial = tlscerts.Serial(leaf)
+		if v.client, err = tlscerts.ClientConfig(a.Bundle, cert, key); err != nil {
+			t.Fatal(err)
+		}
+		// An application's client: the published ca.crt, no certificate of its own.
+		v.bundle = v.client.Clone()
+		v.bundle.Certificates = nil
+		return v
+	}
+	v := issue(a, t0)
+	files := &redistest.TLS{CertFile: v.files.Cert, KeyFile: v.files.Key, CAFile: v.files.CA, AuthClients: "optional", Client: v.client}
+	const password = "renew pw"
+	c := newTestCluster(t, redistest.Options{Password: password, TLS: files, Extra: []string{"enable-debug-command yes"}},
+		Options{TLS: v.client, TLSID: v.serial})
+	d := c.desired(1, c.addShards(3, 2))
+	if res := c.reconcile(d, nil); !res.Converged {
+		t.Fatalf("not converged over TLS: %+v", res)
+	}
+	eps := d.endpoints()
+	ctx := context.Background()
+
+	due := t0.Add(44 * time.Minute)
+	for _, want := range []tlscerts.Step{tlscerts.StepPublish, tlscerts.StepSign, tlscerts.StepDrop} {
+		next, step, err := tlscerts.Renew(a, v.cert, v.ca, true, "renewed", due, validity)
+		if err != nil || step != want {
+			t.Fatalf("Renew: step %q, %v; want %q", step, err, want)
+		}
+		a = next
+		cur := issue(a, due)
+		e := New(Options{TLS: cur.client, TLSID: cur.serial, Password: password, DialTimeout: 2 * time.Second, CommandTimeout: 2 * time.Second})
+		for i, ep := range eps {
+			if pending, err := e.ReloadTLS(ctx, []string{ep.Addr}, cur.serial, cur.files); err != nil || len(pending) > 0 {
+				t.Fatalf("%s: reloading %s: pending %v, %v", step, ep.Addr, pending, err)
+			}
+			// The helper's clients follow the node's new files.
+			files.Client = cur.client
+			what := fmt.Sprintf("%s, %d of %d nodes reloaded", step, i+1, len(eps))
+			relinkAll(t, c, eps, what)
+			for _, other := range eps {
+				if _, err := New(Options{TLS: cur.bundle, DialTimeout: 2 * time.Second}).ServedSerial(ctx, other.Addr); err != nil {
+					t.Errorf("%s: a client trusting the published ca.crt and %s: %v", what, other.Addr, err)
+				}
+			}
+		}
+		v = cur
+	}
+	if _, err := New(Options{TLS: v.bundle, DialTimeout: 2 * time.Second}).ServedSerial(ctx, eps[0].Addr); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(v.ca), "BEGIN CERTIFICATE") != 1 || !bytes.Contains(v.ca, a.SignerPEM()) {
+		t.Error("the final ca.crt is not the new CA alone")
+	}
+}
+
+// relinkAll drops every cluster bus link of every node (DEBUG CLUSTERLINK
+// KILL TO each peer) and every replica's link to its master (CLIENT KILL
+// TYPE master),
+// then waits until each node has an inbound bus link from every other node
+// made after that (a peer's outbound link that passed both certificate
+// checks and delivered a packet), every replica's link is up again and
+// the cluster is ok.
+func relinkAll(t *testing.T, c *testCluster, eps []Endpoint, what string) {
+	t.Helper()
+	ids := map[string]string{}
+	for _, ep := range eps {
+		ids[ep.Name], _ = c.node(ep.Name).Do("CLUSTER", "MYID").(string)
+	}
+	since := time.Now().UnixMilli()
+	for _, ep := range eps {
+		n := c.node(ep.Name)
+		for _, other := range eps {
+			if other.Name != ep.Name {
+				// Outbound only: KILL ALL crashes redis-server 7.0.15. Each
+				// node's new outbound link is its peer's new inbound one.
+				n.Do("DEBUG", "CLUSTERLINK", "KILL", "TO", ids[other.Name])
+			}
+		}
+		if repl, _ := n.Do("INFO", "replication").(string); strings.Contains(repl, "role:slave") {
+			n.Do("CLIENT", "KILL", "TYPE", "master")
+		}
+	}
+	waitFor(t, time.Minute, what+": every bus and replication link made again", func() bool {
+		for _, ep := range eps {
+			n := c.node(ep.Name)
+			links, _ := n.Do("CLUSTER", "LINKS").([]any)
+			from := map[string]bool{}
+			for _, l := range links {
+				f := map[string]any{}
+				kv, _ := l.([]any)
+				for i := 0; i+1 < len(kv); i += 2 {
+					f[fmt.Sprint(kv[i])] = kv[i+1]
+				}
+				if created, _ := f["create-time"].(int64); f["direction"] == "from" && created >= since {
+					from[fmt.Sprint(f["node"])] = true
+				}
+			}
+			for _, other := range eps {
+				if other.Name != ep.Name && !from[ids[other.Name]] {
+					return false
+				}
+			}
+			info, _ := n.Do("CLUSTER", "INFO").(string)
+			repl, _ := n.Do("INFO", "replication").(string)
+			if !strings.Contains(info, "cluster_state:ok") ||
+				(strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up")) {
+				return false
+			}
+		}
+		return true
+	})
 }
