@@ -15,13 +15,20 @@ import (
 // help clients: 7.0 announces one client port to all of them, the TLS port
 // with tls-cluster yes and the plain one without, so one kind of cluster
 // client is redirected to a port it cannot speak (checked against
-// redis-server 7.0.15; see the README's Known limitations).
+// redis-server 7.0.15; see the docs' Known limitations). The message names
+// the way that works, a second cluster (tlsBlueGreen).
 func validateTLSUpdate(old, new *cachev1beta1.RedisClusterSpec, p *field.Path, r *result) {
 	if old.TLSEnabled() != new.TLSEnabled() {
-		r.add(field.Forbidden(p.Child("enabled"),
-			"cannot change on an existing cluster: nodes with and without TLS on the cluster bus cannot talk to each other while the pods restart; create a new cluster with spec.tls and move the data"))
+		r.add(field.Forbidden(p.Child("enabled"), "cannot change on an existing cluster: Redis 7.0 cannot run the cluster bus "+
+			"with and without TLS at once, so the nodes would split while the pods restart; "+tlsBlueGreen))
 	}
 }
+
+// tlsBlueGreen is the way to turn TLS on or off, which validateTLSUpdate
+// names (docs/tls-and-users.md, "Turning TLS on or off").
+const tlsBlueGreen = "use the blue/green path instead: create a new RedisCluster with the spec.tls you want, " +
+	"restore it from a backup of this one (spec.bootstrap.fromBackup) or migrate the clients and their data to it, " +
+	"then delete this one (docs: TLS, \"Turning TLS on or off\")"
 
 // tlsAccessChecks: the user must be allowed to get the Secret
 // spec.tls.secretName names, when it is new or changed, since the operator

@@ -1,7 +1,9 @@
 package webhooks
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -57,6 +59,34 @@ func TestTLSEnabledImmutable(t *testing.T) {
 		for _, e := range r.errs {
 			if e.Field != "enabled" {
 				t.Errorf("%s: error on %q", tc.name, e.Field)
+			}
+		}
+	}
+}
+
+// TestTLSSwitchNamesBlueGreen: turning TLS on, or off, for a running
+// cluster is refused with one cause on spec.tls.enabled that says why and
+// names the blue/green path: a new cluster with the wanted spec.tls,
+// restored from a backup or with the clients migrated, then the old one
+// deleted.
+func TestTLSSwitchNamesBlueGreen(t *testing.T) {
+	withTLS := func(on bool) *cachev1beta1.RedisCluster {
+		rc := validHub()
+		if on {
+			rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true}
+		}
+		return rc
+	}
+	for _, on := range []bool{true, false} {
+		_, err := (&Validator{}).ValidateV1beta1(context.Background(), withTLS(!on), withTLS(on))
+		got := causes(t, err)
+		if len(got) != 1 || !strings.HasPrefix(got[0], "spec.tls.enabled: Forbidden: cannot change on an existing cluster") {
+			t.Fatalf("enabled=%v: causes %q", on, got)
+		}
+		for _, want := range []string{"cluster bus", "blue/green", "create a new RedisCluster", "spec.bootstrap.fromBackup",
+			"migrate the clients", "then delete this one"} {
+			if !strings.Contains(got[0], want) {
+				t.Errorf("enabled=%v: %q does not say %q", on, got[0], want)
 			}
 		}
 	}
