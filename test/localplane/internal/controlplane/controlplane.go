@@ -99,6 +99,20 @@ type Options struct {
 	// Nodes is how many process nodes need a kubelet port (Ports.Kubelets);
 	// at least 1.
 	Nodes int
+	// NodeAuthorization turns on the Node authorizer (before RBAC) and the
+	// NodeRestriction admission plugin, which limit what a real kubelet
+	// (user system:node:<name>, group system:nodes) may read and write to
+	// its own Node and pods. The process nodes' identity is in
+	// system:masters, which neither touches.
+	NodeAuthorization bool
+	// AdvertiseAddress, when set, is the IP the API server publishes as
+	// the endpoint of the default/kubernetes Service (with its secure
+	// port; the lease endpoint reconciler keeps it), so that the Service's
+	// ClusterIP routes through kube-proxy. The API server still listens on
+	// 127.0.0.1 only: something must relay that address to it (the
+	// process nodes' Services do, on the pod network's gateway). Without
+	// it the Service has no endpoints.
+	AdvertiseAddress string
 }
 
 // Ports are the loopback ports the control plane listens on.
@@ -257,10 +271,18 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o644); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	api, err := cp.start("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
+	advertise, reconciler := "127.0.0.1", "none"
+	if o.AdvertiseAddress != "" {
+		advertise, reconciler = o.AdvertiseAddress, "lease"
+	}
+	authorization := []string{"--authorization-mode=RBAC"}
+	if o.NodeAuthorization {
+		authorization = []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"}
+	}
+	api, err := cp.start("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"), append(authorization,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--advertise-address="+advertise,
 		"--secure-port="+strconv.Itoa(ports.APIServer),
 		"--tls-cert-file="+files.ServingCert(),
 		"--tls-private-key-file="+files.ServingKey(),
@@ -269,8 +291,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--service-account-key-file="+files.ServiceAccountPub(),
 		"--service-account-signing-key-file="+files.ServiceAccountKey(),
 		"--service-cluster-ip-range="+o.ServiceCIDR,
-		"--authorization-mode=RBAC",
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type="+reconciler,
 		"--allow-privileged=true",
 		"--kubelet-client-certificate="+files.ClientCert(pki.KubeletClient),
 		"--kubelet-client-key="+files.ClientKey(pki.KubeletClient),
@@ -287,7 +308,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--audit-log-path="+filepath.Join(LogDir(o.StateDir), AuditLog),
 		"--audit-log-format=json",
 		"--audit-log-maxsize=100",
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

@@ -246,3 +246,65 @@ func readKey(path string) (crypto.Signer, error) {
 	}
 	return signer, nil
 }
+
+// NodeCert is the client certificate of real node name, for its kubelet's
+// kubeconfig: CN system:node:<name>, O system:nodes (what the API server's
+// Node authorizer and NodeRestriction admission know a kubelet by).
+func (f Files) NodeCert(name string) string { return filepath.Join(f.Dir, "node-"+name+".crt") }
+
+// NodeKey is the private key of NodeCert.
+func (f Files) NodeKey(name string) string { return filepath.Join(f.Dir, "node-"+name+".key") }
+
+// KubeletServingCert is the serving certificate of real node name's
+// kubelet, valid for its node IPs and its name.
+func (f Files) KubeletServingCert(name string) string {
+	return filepath.Join(f.Dir, "kubelet-"+name+".crt")
+}
+
+// KubeletServingKey is the private key of KubeletServingCert.
+func (f Files) KubeletServingKey(name string) string {
+	return filepath.Join(f.Dir, "kubelet-"+name+".key")
+}
+
+// EnsureNode creates, signed by the CA of f (Ensure first), node name's
+// client certificate if missing, and its kubelet's serving certificate for
+// ips (and DNS name name), made anew unless the existing one is valid for
+// exactly those IPs.
+func (f Files) EnsureNode(name string, ips []net.IP) error {
+	ca, err := readCert(f.CACert())
+	if err != nil {
+		return err
+	}
+	caKey, err := readKey(f.CAKey())
+	if err != nil {
+		return err
+	}
+	if err := ensureLeaf(f.NodeCert(name), f.NodeKey(name), ca, caKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return err
+	}
+	if cert, err := readCert(f.KubeletServingCert(name)); err == nil && sameIPs(cert.IPAddresses, ips) {
+		return nil
+	}
+	_ = os.Remove(f.KubeletServingCert(name))
+	return ensureLeaf(f.KubeletServingCert(name), f.KubeletServingKey(name), ca, caKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: ips,
+		DNSNames:    []string{name},
+	})
+}
+
+func sameIPs(a, b []net.IP) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
