@@ -6,7 +6,8 @@
 // 127.x.y.z address (or, with Options.PodNetwork, its own network
 // namespace, with kube-proxy and a cluster DNS; see internal/podnet), runs its containers as processes with their volumes
 // mounted at their container paths, and provisions a directory-backed
-// PersistentVolume for every claim.
+// PersistentVolume for every claim. With Options.RealNodes, real nodes
+// (the kubelet against containerd; see internal/realnode) join them.
 //
 // It needs root, util-linux (nsenter, setpriv, mount), and the binaries
 // etcd, kube-apiserver and kube-controller-manager (built into bin/ by
@@ -22,8 +23,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +40,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/images"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
 )
 
 // DefaultNodeName is the name of the process node, or the prefix of the
@@ -75,6 +81,20 @@ type Options struct {
 	// podnet.ServiceCIDR route, and serves cluster DNS to pods (see package
 	// podnet). Without it pods share the machine's network stack.
 	PodNetwork bool
+	// RealNodes is how many real nodes to run besides the process nodes:
+	// NodeName-c1, -c2, ..., in Zones in turn, each the real kubelet
+	// (bin/kubelet) with a containerd of its own (see package realnode).
+	// They are labelled and tainted realnode.RuntimeLabel=containerd
+	// (NoSchedule): only pods that tolerate the taint run there. Needs
+	// PodNetwork. The API server then runs the Node authorizer and
+	// NodeRestriction, and the kubernetes Service routes to it.
+	RealNodes int
+	// Registry is the host:port of the OCI registry (plain HTTP) the real
+	// nodes pull images of realnode.MirroredRegistries from. When empty,
+	// the plane runs bin/registry (read-only) on the per-user images cache
+	// that `make images` fills (package images), and Start fails if that
+	// has no sandbox image.
+	Registry string
 }
 
 // PodNetworkEnv, set to 0, turns the pod network off in `localplane up`
@@ -96,6 +116,9 @@ type Plane struct {
 	NodeName string
 	// Nodes are the names of all process nodes, in order.
 	Nodes []string
+	// RealNodes are the names of the real nodes (Options.RealNodes), in
+	// order.
+	RealNodes []string
 	// DNS is the cluster DNS server's address (host:53) with
 	// Options.PodNetwork, reachable from pods and the host; empty without.
 	DNS string
@@ -103,19 +126,24 @@ type Plane struct {
 	cp       *controlplane.ControlPlane
 	network  *podnet.Network
 	services *node.Services
+	registry *images.Registry // the one the plane runs for its real nodes, or nil
 	logFile  *os.File
 
 	ctx    context.Context // Start's, which bounds the nodes' lives
 	mu     sync.Mutex
 	nodes  map[string]*node.Node // running (not lost) nodes
 	config map[string]node.Config
+	// real nodes, running (not lost) and all
+	real       map[string]*realnode.Node
+	realConfig map[string]realnode.Config
 }
 
-// Start runs the control plane and the process nodes and returns once the
-// nodes are Ready and schedulable and pods can be created in the default namespace (its
-// service account exists). Processes of an earlier plane with the same
-// StateDir that crashed are killed first. Component logs are in
-// <StateDir>/logs. On error everything started is stopped.
+// Start runs the control plane, the process nodes and the real nodes and
+// returns once the nodes are Ready and schedulable and pods can be created
+// in the default namespace (its service account exists). Processes of an
+// earlier plane with the same StateDir that crashed are killed first (real
+// nodes' containers, mounts and namespaces included). Component logs are
+// in <StateDir>/logs. On error everything started is stopped.
 func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.StateDir == "" || o.BinDir == "" {
 		return nil, errors.New("localplane: StateDir and BinDir are required")
@@ -128,6 +156,9 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
+	}
+	if o.RealNodes > 0 && !o.PodNetwork {
+		return nil, errors.New("localplane: RealNodes need PodNetwork")
 	}
 	stateDir, err := filepath.Abs(o.StateDir)
 	if err != nil {
@@ -145,7 +176,8 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		return nil, fmt.Errorf("localplane: %w", err)
 	}
 	redirectKlog(logFile)
-	p := &Plane{StateDir: stateDir, logFile: logFile, nodes: map[string]*node.Node{}, config: map[string]node.Config{}, ctx: ctx}
+	p := &Plane{StateDir: stateDir, logFile: logFile, nodes: map[string]*node.Node{}, config: map[string]node.Config{},
+		real: map[string]*realnode.Node{}, realConfig: map[string]realnode.Config{}, ctx: ctx}
 	zones := make([]string, o.Nodes)
 	if o.Nodes == 1 {
 		p.Nodes = []string{o.NodeName}
@@ -163,6 +195,11 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		}
 	}()
 
+	// Real nodes of an earlier run that crashed, before their bridges go
+	// with the pod network's sweep.
+	if err := realnode.SweepAll(stateDir); err != nil {
+		return nil, fmt.Errorf("localplane: sweeping the real nodes of an earlier run: %w", err)
+	}
 	cpOpts := controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout, Nodes: o.Nodes}
 	if o.PodNetwork {
 		if p.network, err = podnet.Open(stateDir); err != nil {
@@ -171,6 +208,12 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, p.NodeName
 		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
 		p.DNS = net.JoinHostPort(p.network.Gateway, "53")
+	}
+	if o.RealNodes > 0 {
+		// Kubelets with identities of their own; pods that find the API
+		// server at the kubernetes Service's ClusterIP (kube-proxy sends
+		// it to the relay on the gateway).
+		cpOpts.NodeAuthorization, cpOpts.AdvertiseAddress = true, p.network.Gateway
 	}
 	p.cp, err = controlplane.Start(ctx, cpOpts)
 	if err != nil {
@@ -202,7 +245,21 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 			PKI: p.cp.PKI, BinDir: binDir, Network: p.network, Log: log.With("node", name),
 		}
 	}
-	for _, name := range p.Nodes {
+	if o.RealNodes > 0 && o.Registry == "" {
+		if o.Registry, err = p.startRegistry(ctx, binDir); err != nil {
+			return nil, err
+		}
+	}
+	for i := range o.RealNodes {
+		name := fmt.Sprintf("%s-c%d", o.NodeName, i+1)
+		p.RealNodes = append(p.RealNodes, name)
+		p.realConfig[name] = realnode.Config{
+			Name: name, Zone: Zones[i%len(Zones)], StateDir: stateDir, BinDir: binDir,
+			APIServer: fmt.Sprintf("https://127.0.0.1:%d", p.cp.Ports.APIServer), PKI: p.cp.PKI,
+			Network: p.network, Registry: o.Registry, Log: log.With("node", name),
+		}
+	}
+	for _, name := range append(slices.Clone(p.Nodes), p.RealNodes...) {
 		if err := p.RestoreNode(name); err != nil {
 			return nil, err
 		}
@@ -215,6 +272,35 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	}
 	ok = true
 	return p, nil
+}
+
+// startRegistry runs the registry of the per-user images cache for the
+// real nodes and returns its host:port, once it serves the sandbox image.
+func (p *Plane) startRegistry(ctx context.Context, binDir string) (string, error) {
+	cache, err := images.Dir()
+	if err != nil {
+		return "", fmt.Errorf("localplane: %w", err)
+	}
+	p.registry, err = images.StartRegistry(ctx, binDir, filepath.Join(cache, "registry"),
+		filepath.Join(controlplane.LogDir(p.StateDir), "registry.log"), false)
+	if err != nil {
+		return "", fmt.Errorf("localplane: %w", err)
+	}
+	repo, tag, _ := strings.Cut(strings.TrimPrefix(realnode.SandboxImage, "registry.k8s.io/"), ":")
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+p.registry.Addr+"/v2/"+repo+"/manifests/"+tag, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("localplane: the images registry: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("localplane: the images registry in %s has no %s (status %d): run `make images`", cache, realnode.SandboxImage, resp.StatusCode)
+	}
+	return p.registry.Addr, nil
 }
 
 // waitServiceAccount waits for the controller manager to create the
@@ -250,9 +336,10 @@ func (p *Plane) Err() error {
 	return p.cp.Exited()
 }
 
-// Stop stops every pod (SIGTERM, SIGKILL after 10 s), then the controller
-// manager, the API server and etcd, leaving no process behind. The state
-// directory stays. Stop is idempotent.
+// Stop stops every pod (SIGTERM, SIGKILL after 10 s) and the real nodes'
+// kubelets and containerd, then the controller manager, the API server
+// and etcd, leaving no process, mount or network namespace behind. The
+// state directory stays. Stop is idempotent.
 func (p *Plane) Stop() {
 	p.mu.Lock()
 	var wg sync.WaitGroup
@@ -260,11 +347,19 @@ func (p *Plane) Stop() {
 		wg.Go(func() { n.Stop(10 * time.Second) })
 		delete(p.nodes, name)
 	}
+	for name, n := range p.real {
+		wg.Go(func() { n.Stop(10 * time.Second) })
+		delete(p.real, name)
+	}
 	p.mu.Unlock()
 	wg.Wait()
 	if p.services != nil {
 		p.services.Stop()
 		p.services = nil
+	}
+	if p.registry != nil {
+		p.registry.Stop()
+		p.registry = nil
 	}
 	if p.cp != nil {
 		p.cp.Stop()
@@ -311,7 +406,7 @@ func (p *Plane) waitNodesSchedulable(ctx context.Context, timeout time.Duration)
 				}
 			}
 		}
-		if err == nil && pending == 0 && len(nodes.Items) >= len(p.Nodes) {
+		if err == nil && pending == 0 && len(nodes.Items) >= len(p.Nodes)+len(p.RealNodes) {
 			return nil
 		}
 		select {

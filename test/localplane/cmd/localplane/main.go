@@ -2,10 +2,12 @@
 // shell.
 //
 //	localplane up   --state-dir DIR [--bin-dir DIR] [--node-name NAME] [--nodes N]
+//	                [--real-nodes N [--registry HOST:PORT]]
 //	    Start the plane (N process nodes, default 3, in zones zone-a, -b,
-//	    -c) and run until SIGINT or SIGTERM, then stop every process it
-//	    started. Writes DIR/kubeconfig, DIR/localplane.pid, and DIR/ready
-//	    once the plane is usable, and takes node commands on
+//	    -c; and N real nodes NAME-c1, ..., which pull images through the
+//	    registry, by default the one of `make images`) and run until SIGINT or SIGTERM, then stop every process
+//	    it started. Writes DIR/kubeconfig, DIR/localplane.pid, and
+//	    DIR/ready once the plane is usable, and takes node commands on
 //	    DIR/control.sock.
 //	localplane node lose|restore --state-dir DIR NODE
 //	    Make a node of the running plane fail as a machine that lost power
@@ -34,6 +36,7 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
 )
 
 func main() {
@@ -75,6 +78,8 @@ func up(args []string) error {
 	nodes := fs.Int("nodes", localplane.DefaultNodes, "number of process nodes")
 	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) != "0",
 		"a network namespace per pod, kube-proxy and cluster DNS (default on; off with $"+localplane.PodNetworkEnv+"=0)")
+	realNodes := fs.Int("real-nodes", 0, "number of real nodes (the kubelet with containerd; tainted "+realnode.RuntimeLabel+"="+realnode.Runtime+":NoSchedule)")
+	registry := fs.String("registry", "", "host:port of the OCI registry (plain HTTP) real nodes pull images through (default: run the one `make images` fills)")
 	_ = fs.Parse(args)
 	if *stateDir == "" {
 		return errors.New("--state-dir is required")
@@ -94,7 +99,7 @@ func up(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	p, err := localplane.Start(ctx, localplane.Options{StateDir: *stateDir, BinDir: *binDir, NodeName: *nodeName,
-		Nodes: *nodes, PodNetwork: *podNetwork})
+		Nodes: *nodes, PodNetwork: *podNetwork, RealNodes: *realNodes, Registry: *registry})
 	if err != nil {
 		return err
 	}
@@ -107,7 +112,7 @@ func up(args []string) error {
 	}
 	defer os.Remove(readyFile(*stateDir))
 	fmt.Printf("Local plane is up (nodes %s, logs in %s).\n  export KUBECONFIG=%s\nStop it with Ctrl-C or `localplane down --state-dir %s`.\n",
-		strings.Join(p.Nodes, ", "), controlplane.LogDir(p.StateDir), p.Kubeconfig, p.StateDir)
+		strings.Join(append(p.Nodes, p.RealNodes...), ", "), controlplane.LogDir(p.StateDir), p.Kubeconfig, p.StateDir)
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -183,6 +188,9 @@ func down(args []string) error {
 		}
 	}
 	// Whatever a killed plane left behind.
+	if err := realnode.SweepAll(*stateDir); err != nil {
+		return err
+	}
 	for _, dir := range []string{node.PodsDir(*stateDir), controlplane.RunDir(*stateDir)} {
 		if killed, err := proctree.Sweep(dir); err != nil {
 			return err
