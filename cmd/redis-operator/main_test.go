@@ -223,10 +223,11 @@ func runOperator(t *testing.T, podNamespace string, args ...string) (<-chan erro
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	waited := make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(waited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		<-waited // also when the test took the exit from exited
 	})
 	return exited, logs
 }

@@ -27,9 +27,9 @@ const (
 	// once less than a third of that is left (Renew).
 	DefaultCAValidity = 10 * 365 * 24 * time.Hour
 	// MinCAValidity is the shortest CA validity the operator accepts: a
-	// renewal starts with a third of the CA's life left and needs a few
-	// reloads of every node, and a CA's life counts the backdate too, so a
-	// shorter one would be due again as soon as it is made.
+	// renewal starts with a third of the CA's life left (which counts the
+	// backdate: under 2.5 minutes a new CA would be due at once) and then
+	// needs three reloads of every node.
 	MinCAValidity = 10 * time.Minute
 	// LeafValidity is how long a nodes' certificate the operator issues is
 	// valid at most (never beyond its CA); it is renewed once less than a
