@@ -120,6 +120,9 @@ func buildOne(ctx context.Context, o Options, addr string, img Image) error {
 	if err := writeFiles(rootfs, img.Files); err != nil {
 		return err
 	}
+	if err := makeSymlinks(rootfs, img.Symlinks); err != nil {
+		return err
+	}
 	layerPath := filepath.Join(work, "layer.tar")
 	if err := writeLayerFile(layerPath, rootfs); err != nil {
 		return err
@@ -211,6 +214,28 @@ func writeFiles(rootfs string, files []File) error {
 			return err
 		}
 		if err := os.Chmod(p, os.FileMode(f.Mode)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeSymlinks makes each link path -> target in rootfs; the target must
+// exist there (relative targets are resolved from the link's directory).
+func makeSymlinks(rootfs string, links map[string]string) error {
+	for path, target := range links {
+		p := filepath.Join(rootfs, path)
+		resolved := target
+		if !filepath.IsAbs(target) {
+			resolved = filepath.Join(filepath.Dir(path), target)
+		}
+		if _, err := os.Stat(filepath.Join(rootfs, resolved)); err != nil {
+			return fmt.Errorf("link %s: target %s: %w", path, target, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(target, p); err != nil {
 			return err
 		}
 	}

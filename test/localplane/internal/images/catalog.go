@@ -36,6 +36,8 @@ type Image struct {
 	// Files are extra regular files written into the rootfs (or, without
 	// Debian, the whole rootfs), by path inside the image.
 	Files []File
+	// Symlinks are symbolic links made in the rootfs, path -> target.
+	Symlinks map[string]string
 	// Tags are the image's tags. With Debian, VersionFrom's package version
 	// adds its upstream version ("8.0.2") and its major.minor ("8.0").
 	Tags []string
@@ -125,13 +127,25 @@ func Catalog(pauseBinary string) []Image {
 			User:       "65535:65535",
 		},
 		// Redis 7.0 is bookworm's; 8.0 and Valkey 8.1 are trixie's (the
-		// next Debian release, same archive). valkey-redis-compat adds the
-		// redis-server and redis-cli names the official valkey image has too.
+		// next Debian release, same archive).
 		serverImage("redis-7.0", "library/redis", "bookworm", "redis-server", "redis", "redis-server", "redis-tools"),
 		serverImage("redis-8.0", "library/redis", "trixie", "redis-server", "redis", "redis-server", "redis-tools"),
-		serverImage("valkey-8.1", "valkey/valkey", "trixie", "valkey-server", "valkey", "valkey-server", "valkey-tools", "valkey-redis-compat"),
+		valkey,
 	}
 }
+
+// valkey is the Valkey 8.1 image. Valkey's own `make install`, which the
+// official image runs, also installs its programs under their Redis names
+// (redis-server, redis-cli, ...); Debian trixie has no package for those
+// links, so the image makes them.
+var valkey = func() Image {
+	img := serverImage("valkey-8.1", "valkey/valkey", "trixie", "valkey-server", "valkey", "valkey-server", "valkey-tools")
+	img.Symlinks = map[string]string{}
+	for _, p := range []string{"server", "cli", "benchmark", "check-aof", "check-rdb"} {
+		img.Symlinks["/usr/bin/redis-"+p] = "valkey-" + p
+	}
+	return img
+}()
 
 // builderVersion changes whenever the way images are made changes, so that
 // every image is rebuilt.
