@@ -169,8 +169,10 @@ disabled_plugins = [
 }
 
 // writeRegistryHosts writes, under certsDir, a hosts.toml for each of
-// MirroredRegistries whose server is http://<registry>: pulls from these
-// go there, and nowhere else (no fall-back to the registry itself).
+// MirroredRegistries whose server, and only host, is http://<registry>:
+// pulls from these go there, and nowhere else (no fall-back to the
+// registry itself). containerd 1.6 rejects a hosts.toml without a host
+// table, and then falls back to the registry on the Internet.
 func writeRegistryHosts(certsDir, registry string) error {
 	if err := os.RemoveAll(certsDir); err != nil {
 		return err
@@ -180,7 +182,8 @@ func writeRegistryHosts(certsDir, registry string) error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
-		hosts := fmt.Sprintf("server = %q\n", "http://"+registry)
+		url := "http://" + registry
+		hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", url, url)
 		if err := os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(hosts), 0o644); err != nil {
 			return err
 		}
