@@ -32,7 +32,8 @@ import (
 // probe, answers `kubectl exec` and `kubectl logs`, reaches a process-node
 // pod (and is reached by it), a ClusterIP Service by its DNS name and the
 // API server through the kubernetes Service; a container over its memory
-// limit is OOMKilled; losing the node kills every container of it and
+// limit is OOMKilled; an image of another registry is looked for in the
+// plane's registry; losing the node kills every container of it and
 // restoring it brings the pod back; Stop leaves no kubelet, containerd,
 // shim or container of the plane running, and no mount.
 func TestRealNodes(t *testing.T) {
@@ -144,6 +145,21 @@ func TestRealNodes(t *testing.T) {
 	})
 	if term := containerStatus(got, "hog").State.Terminated; term.Reason != "OOMKilled" || term.ExitCode != 137 {
 		t.Errorf("hog terminated with reason %q, exit code %d; want OOMKilled, 137", term.Reason, term.ExitCode)
+	}
+
+	// An image of any other registry is looked for in the plane's registry
+	// too (which does not have it), not on the Internet.
+	elsewhere := realPod("elsewhere", "")
+	elsewhere.Spec.Containers[0].Image = "example.com/nothing:1"
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = waitPod(ctx, t, c, "elsewhere", "failing to pull", func(p *corev1.Pod) bool {
+		s := containerStatus(p, "redis")
+		return s != nil && s.State.Waiting != nil && s.State.Waiting.Reason == "ErrImagePull"
+	})
+	if msg := containerStatus(got, "redis").State.Waiting.Message; !strings.Contains(msg, "not found") {
+		t.Errorf("pulling example.com/nothing:1: %q, want the plane's registry's not found", msg)
 	}
 
 	// Losing the node kills every container of it; restored, its pod's

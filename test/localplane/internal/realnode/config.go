@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -169,15 +170,16 @@ disabled_plugins = [
 }
 
 // writeRegistryHosts writes, under certsDir, a hosts.toml for each of
-// MirroredRegistries whose server, and only host, is http://<registry>:
-// pulls from these go there, and nowhere else (no fall-back to the
-// registry itself). containerd 1.6 rejects a hosts.toml without a host
-// table, and then falls back to the registry on the Internet.
+// MirroredRegistries, and one for any other registry (_default), whose
+// server, and only host, is http://<registry>: every pull goes there, and
+// nowhere else (no fall-back to the registry itself). containerd 1.6
+// rejects a hosts.toml without a host table, and then falls back to the
+// registry on the Internet.
 func writeRegistryHosts(certsDir, registry string) error {
 	if err := os.RemoveAll(certsDir); err != nil {
 		return err
 	}
-	for _, r := range MirroredRegistries {
+	for _, r := range append(slices.Clone(MirroredRegistries), "_default") {
 		d := filepath.Join(certsDir, r)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err

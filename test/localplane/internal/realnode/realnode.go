@@ -8,7 +8,8 @@
 // everything under NodeDir(stateDir, name):
 //
 //	containerd.toml      containerd's configuration (CRI plugin included)
-//	certs.d/<registry>/  hosts.toml sending every pull to Config.Registry
+//	certs.d/<registry>/  hosts.toml sending pulls to Config.Registry (and
+//	                     certs.d/_default/ for any other registry)
 //	containerd/          containerd's root: images, snapshots, metadata (kept)
 //	run/                 containerd's state (tasks, runc state, pod network
 //	                     namespaces), its sockets and the IPAM data: made
@@ -66,8 +67,9 @@ const (
 
 // MirroredRegistries are the registries whose images every real node pulls
 // from Config.Registry instead, under the same repository path (docker.io's
-// redis:7.0 is <registry>/v2/library/redis/manifests/7.0). Images of other
-// registries are pulled from them directly.
+// redis:7.0 is <registry>/v2/library/redis/manifests/7.0). Images of any
+// other registry are looked for there too (example.com/app:1 as
+// <registry>/v2/app/manifests/1): no pull leaves the machine.
 var MirroredRegistries = []string{"docker.io", "registry.k8s.io", "ghcr.io", "quay.io"}
 
 // Config configures a real node.
