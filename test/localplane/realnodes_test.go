@@ -48,7 +48,7 @@ func TestRealNodes(t *testing.T) {
 			p.Stop()
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	c, ns := p.Client, "default"
 	if len(p.RealNodes) != 1 || p.RealNodes[0] != "localplane-c1" {
@@ -205,6 +205,10 @@ func TestRealNodes(t *testing.T) {
 	if m := mountsUnder(p.StateDir); len(m) > 0 {
 		t.Errorf("mounts left after Stop: %v", m)
 	}
+	// The node's bridge (its IP) went, and the pods' veths with it.
+	if out, err := exec.Command("ip", "-4", "-o", "addr", "show", "to", r.Status.HostIP+"/32").CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("node IP %s still on an interface after Stop: %s %v", r.Status.HostIP, out, err)
+	}
 }
 
 // TestRealNodeSweep kills a plane (`localplane up`) with a real node with
@@ -233,7 +237,7 @@ func TestRealNodeSweep(t *testing.T) {
 	if out, err := exec.Command(bin, "wait", "--state-dir", dir, "--timeout", "5m").CombinedOutput(); err != nil {
 		t.Fatalf("localplane wait: %v: %s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	c := clientFor(t, filepath.Join(dir, "kubeconfig"))
 	marker := fmt.Sprintf("3600.%09d", rand.IntN(1e9))
