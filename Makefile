@@ -142,9 +142,10 @@ bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU
 	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
-test: ## Everything CI runs (.ci/run), with its own set-up: lint, verify-generated, the docs site, unit and envtest, modules, bench-short and the e2e ci tier (make test-e2e-all runs the rest); prints how long each part took.
+test: ## Everything CI runs (.ci/run), with its own set-up: tools, the real nodes' images, lint, verify-generated, the docs site, unit and envtest, modules, bench-short and the e2e ci tier (make test-e2e-all runs the rest); prints how long each part took.
 	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
 	@bash hack/timed.sh tools $(MAKE) --no-print-directory tools
+	@bash hack/timed.sh images $(MAKE) --no-print-directory images
 	@bash hack/timed.sh lint $(MAKE) --no-print-directory lint
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
 	@bash hack/timed.sh docs $(MAKE) --no-print-directory docs

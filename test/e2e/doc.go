@@ -6,7 +6,10 @@
 // (test/localplane: a real kube-apiserver, etcd, kube-controller-manager,
 // scheduler and kube-proxy, with pods run as local processes in their own
 // network namespaces, the operator's pod running this checkout's binary as
-// its image), and drives real Redis Clusters through the field failures
+// its image), plus three real nodes (the kubelet v1.34 against containerd,
+// pulling the images `make images` builds from Debian's packages: Redis
+// 7.0, Redis 8.0 and Valkey 8.1) on which TestRealPods runs the version
+// matrix, and drives real Redis Clusters through the field failures
 // listed in /work/shared/cases (R1, R2, R3, R5, R7, R9, R11, R14, R18, R20
 // and a variant of C3).
 //
@@ -66,7 +69,10 @@
 // TestSickNode, TestStatusCommand, TestChaos, TestBackup,
 // TestScheduledBackup, TestExternalAccess, TestExternalAccessLoadBalancer,
 // TestArgoCD, TestSecurity (a namespaced editor of this API's kinds
-// refused every way to borrow the operator's rights), and the installed operator's TestInstalled, TestInstalledHA
+// refused every way to borrow the operator's rights), TestRealPods (the
+// version matrix on real pods: Redis 7.0, Redis 8.0 and Valkey 8.1 each
+// formed, configured live and by a rolling restart, scaled out and failed
+// over under WAIT writes, and a 7.0 → 8.0 rolling upgrade), and the installed operator's TestInstalled, TestInstalledHA
 // and TestInstalledUpgrade) and all of their scenarios but these six, which
 // are in tier all only (no scenario is deleted; each line says which ci
 // scenario covers the same):

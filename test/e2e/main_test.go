@@ -120,6 +120,11 @@ func runSuite(m *testing.M) int {
 // zone (TestChaos/zone-lost) is more than losing a node.
 const planeNodes = 4
 
+// realNodes is the number of the e2e plane's real nodes (the kubelet with
+// containerd, pulling the images of `make images`), one per zone; only the
+// clusters placed with onRealNodes (TestRealPods) run there.
+const realNodes = 3
+
 func setupSuite() (*suite, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the local plane needs root (pods run in their own mount namespaces as their own users)")
@@ -129,7 +134,7 @@ func setupSuite() (*suite, error) {
 		return nil, err
 	}
 	s := &suite{root: root, binDir: filepath.Join(root, "bin"), fixtureDir: os.Getenv("E2E_FIXTURE_DIR")}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "registry"} {
 		if _, err := os.Stat(filepath.Join(s.binDir, b)); err != nil {
 			return nil, fmt.Errorf("%s is missing: run `make tools` first", filepath.Join(s.binDir, b))
 		}
@@ -169,7 +174,7 @@ func setupSuite() (*suite, error) {
 	start := time.Now()
 	s.plane, err = startProcess(filepath.Join(logDir, "localplane.out"),
 		filepath.Join(s.binDir, "localplane"), "up", "--state-dir", s.stateDir, "--bin-dir", s.binDir,
-		"--nodes", strconv.Itoa(planeNodes))
+		"--nodes", strconv.Itoa(planeNodes), "--real-nodes", strconv.Itoa(realNodes))
 	if err != nil {
 		return s, err
 	}

@@ -48,10 +48,12 @@ type writer struct {
 	done   chan struct{}
 }
 
-// writeFailure is one write the client gave up on.
+// writeFailure is one write the client gave up on: it was sent at
+// started and given up at at (after its retries or its 15 s timeout).
 type writeFailure struct {
-	at  time.Time
-	err string
+	started time.Time
+	at      time.Time
+	err     string
 }
 
 // errNotReplicated: the master took the write but no replica confirmed it
@@ -85,6 +87,7 @@ func (w *writer) run() {
 			return
 		default:
 		}
+		started := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		var err error
 		if w.opts.Wait {
@@ -98,7 +101,7 @@ func (w *writer) run() {
 		if err == nil {
 			w.acked = append(w.acked, i)
 		} else {
-			w.failed = append(w.failed, writeFailure{at: time.Now(), err: err.Error()})
+			w.failed = append(w.failed, writeFailure{started: started, at: time.Now(), err: err.Error()})
 		}
 		if errors.Is(err, errNotReplicated) {
 			w.unreplicated = append(w.unreplicated, i)
@@ -294,11 +297,14 @@ func first(s []string) string {
 	return strings.Join(s[:min(5, len(s))], ", ")
 }
 
-// failuresOutside lists failed writes outside [from, to].
+// failuresOutside lists failed writes that did not overlap [from, to]: given
+// up before from or sent after to. A write sent during the window may end
+// after it: a client dialling a pod address that went away waits for its
+// timeouts on a real network, where nothing refuses the connection.
 func (r writerResult) failuresOutside(from, to time.Time) []writeFailure {
 	var out []writeFailure
 	for _, f := range r.Failed {
-		if f.at.Before(from) || f.at.After(to) {
+		if f.at.Before(from) || f.started.After(to) {
 			out = append(out, f)
 		}
 	}

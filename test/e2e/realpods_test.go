@@ -1,0 +1,148 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+)
+
+// The real nodes of the e2e plane (test/localplane, Options.RealNodes):
+// the real kubelet against containerd, with images built by `make images`
+// from Debian's packages. They carry this label and a NoSchedule taint of
+// the same key, so only the clusters that ask for them run there.
+const (
+	runtimeLabel = "localplane.io/runtime"
+	runtimeValue = "containerd"
+)
+
+// onRealNodes places a cluster's pods on the real nodes.
+func onRealNodes(rc *cachev1beta1.RedisCluster) {
+	rc.Spec.Pod.NodeSelector = map[string]string{runtimeLabel: runtimeValue}
+	rc.Spec.Pod.Tolerations = append(rc.Spec.Pod.Tolerations, corev1.Toleration{
+		Key: runtimeLabel, Operator: corev1.TolerationOpEqual, Value: runtimeValue, Effect: corev1.TaintEffectNoSchedule,
+	})
+}
+
+// server is one server of the version matrix: an image as users write it
+// and what the server itself must report.
+type server struct {
+	name    string // scenario name
+	cluster string // a DNS label for its RedisCluster and namespace
+	image   string
+	field   string // INFO server field holding the version
+	version string
+}
+
+// matrix is every server the operator supports that runs here.
+var matrix = []server{
+	{name: "redis-7.0", cluster: "real-redis-70", image: "redis:7.0.15", field: "redis_version", version: "7.0.15"},
+	{name: "redis-8.0", cluster: "real-redis-80", image: "redis:8.0.2", field: "redis_version", version: "8.0.2"},
+	{name: "valkey-8.1", cluster: "real-valkey-81", image: "valkey/valkey:8.1.1", field: "valkey_version", version: "8.1.1"},
+}
+
+// TestRealPods (label realpods): the version matrix on real pods. For each
+// server, a 3×1 cluster on the real nodes forms (every pod's container run
+// by containerd, the server reporting its own version), takes a live config
+// change, rolls a restart-only config change with planned failovers, scales
+// out to 4 shards moving keys, and loses a master's pod, all under
+// WAIT-acknowledged writes, none of which is lost. And a running 7.0
+// cluster upgrades to 8.0 by a rolling image change under writes.
+func TestRealPods(t *testing.T) {
+	tier(t, tierCI)
+	t.Parallel() // side by side: see doc.go
+	for _, s := range matrix {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			scenario(t, "realpods/"+s.name)
+			c := newCluster(t, s.cluster, func(rc *cachev1beta1.RedisCluster) {
+				rc.Spec.Image = s.image
+				onRealNodes(rc)
+			})
+			rc := c.waitReady(5 * time.Minute)
+			c.checkConverged(rc)
+			c.checkServer(s)
+
+			c.update(func(rc *cachev1beta1.RedisCluster) {
+				rc.Spec.Config = map[string]string{"maxmemory-policy": "allkeys-lru"}
+			})
+			c.poll("applying maxmemory-policy everywhere", 2*time.Minute, func() (bool, string) {
+				return c.configOn("maxmemory-policy", "allkeys-lru", "")
+			})
+			// tcp-backlog cannot change at run time: a rolling restart.
+			c.rollingUpdate(t, "config", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Config["tcp-backlog"] = "256" })
+			c.checkConfigEverywhere("tcp-backlog", "256")
+
+			w := startWriter(t, c.clusterClient(), "real", writerOptions{Wait: true})
+			w.waitWrites(200, time.Minute)
+			c.scaleTo(4, w)
+			w.verify(c.clusterClient()) // fails on any acknowledged key lost
+			c.loseMaster(0, func(pod, _ string) {
+				if err := env.k8s.Delete(context.Background(), c.pod(pod)); err != nil {
+					t.Fatalf("deleting pod %s: %v", pod, err)
+				}
+			}, false)
+			c.checkServer(s)
+		})
+	}
+
+	t.Run("upgrade-7.0-8.0", func(t *testing.T) {
+		t.Parallel()
+		scenario(t, "realpods/upgrade-7.0-8.0")
+		from, to := matrix[0], matrix[1]
+		c := newCluster(t, "real-upgrade", func(rc *cachev1beta1.RedisCluster) {
+			rc.Spec.Image = from.image
+			onRealNodes(rc)
+		})
+		c.waitReady(5 * time.Minute)
+		c.checkServer(from)
+		c.rollingUpdate(t, "image", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Image = to.image })
+		c.checkServer(to)
+	})
+}
+
+// checkServer checks that every pod of c runs on a real node, its container
+// run by containerd, and that the server in it reports s's version; it
+// prints one line with what ran.
+func (c *cluster) checkServer(s server) {
+	c.t.Helper()
+	ctx := context.Background()
+	pw := c.password()
+	runtimes := map[string]bool{}
+	for _, p := range c.pods() {
+		var node corev1.Node
+		if err := env.k8s.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &node); err != nil {
+			c.t.Fatalf("node of %s: %v", p.Name, err)
+		}
+		rt := node.Status.NodeInfo.ContainerRuntimeVersion
+		if !strings.HasPrefix(rt, "containerd://") || node.Labels[runtimeLabel] != runtimeValue {
+			c.t.Fatalf("pod %s runs on %s (runtime %q), not on a real node", p.Name, node.Name, rt)
+		}
+		runtimes[rt] = true
+		if len(p.Status.ContainerStatuses) == 0 || !strings.HasPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://") {
+			c.t.Fatalf("pod %s: container status %+v is not containerd's", p.Name, p.Status.ContainerStatuses)
+		}
+		rctx, cancel := redisCtx()
+		info, err := c.nodeClient(p.Status.PodIP, pw).Info(rctx, "server").Result()
+		cancel()
+		if err != nil {
+			c.t.Fatalf("INFO server on %s: %v", p.Name, err)
+		}
+		if got := infoMap(info)[s.field]; got != s.version {
+			c.t.Fatalf("pod %s (%s): %s is %q, want %s", p.Name, p.Spec.Containers[0].Image, s.field, got, s.version)
+		}
+	}
+	var rts []string
+	for rt := range runtimes {
+		rts = append(rts, rt)
+	}
+	fmt.Printf("e2e: %s server %s %s on %s\n", c.t.Name(), s.name, s.version, strings.Join(rts, ","))
+}
