@@ -1,6 +1,8 @@
 package podnet
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -40,24 +42,30 @@ func bridgeFor(k int) Bridge {
 // AddBridge makes node's bridge, up, with Gateway/24 (so its subnet routes
 // to it, more specific than PodCIDR's unreachable route): the bridge
 // recorded for node by an earlier run in this state directory (taken over
-// if it still exists), else a free one (no interface of that name, no route
-// to its subnet), which is recorded. Bridged traffic is made to cross
-// iptables (net.bridge.bridge-nf-call-iptables=1), so kube-proxy's DNAT
-// works between two pods of one node and GuardChain sees them. Errors when
-// all 63 are taken or a command fails.
+// if it still exists and is marked as this node's), else a free one (no
+// interface of that name, no route to its subnet), which is recorded. The
+// bridge's interface alias names its owner (this state directory and
+// node), so that no plane ever takes or removes another's. Bridged traffic
+// is made to cross iptables (net.bridge.bridge-nf-call-iptables=1), so
+// kube-proxy's DNAT works between two pods of one node and GuardChain sees
+// them. Errors when all 63 are taken or a command fails.
 func (n *Network) AddBridge(node string) (Bridge, error) {
 	record := filepath.Join(n.dir, bridgeRecordPrefix+node)
-	if b, err := os.ReadFile(record); err == nil {
-		k, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || k < 1 || k > maxBridges {
-			return Bridge{}, fmt.Errorf("podnet: bad bridge record %s", record)
-		}
+	owner := n.bridgeOwner(node)
+	if k, err := readBridgeRecord(record); err != nil {
+		return Bridge{}, err
+	} else if k > 0 {
 		br := bridgeFor(k)
-		if out, err := exec.Command("ip", "link", "add", br.Name, "type", "bridge").CombinedOutput(); err != nil &&
-			!strings.Contains(string(out), "File exists") {
+		out, err := exec.Command("ip", "link", "add", br.Name, "type", "bridge").CombinedOutput()
+		switch {
+		case err == nil:
+			return br, n.bridgeUp(br, owner)
+		case !strings.Contains(string(out), "File exists"):
 			return Bridge{}, fmt.Errorf("podnet: ip link add %s: %v: %s", br.Name, err, strings.TrimSpace(string(out)))
+		case ownerOf(br.Name) == owner:
+			return br, n.bridgeUp(br, owner)
 		}
-		return br, bridgeUp(br)
+		// Another plane's now: pick a free one below.
 	}
 	routed, err := hostRoutes()
 	if err != nil {
@@ -76,12 +84,49 @@ func (n *Network) AddBridge(node string) (Bridge, error) {
 			_ = run("ip", "link", "del", br.Name)
 			return Bridge{}, err
 		}
-		return br, bridgeUp(br)
+		return br, n.bridgeUp(br, owner)
 	}
 	return Bridge{}, errors.New("podnet: no free node bridge in " + NodeCIDRs)
 }
 
-func bridgeUp(br Bridge) error {
+// bridgeOwner is the interface alias that marks node's bridge as this
+// state directory's.
+func (n *Network) bridgeOwner(node string) string {
+	sum := sha256.Sum256([]byte(n.dir))
+	return "localplane " + hex.EncodeToString(sum[:6]) + " " + node
+}
+
+// ownerOf reads interface name's alias, or "" when it has none or does
+// not exist.
+func ownerOf(name string) string {
+	b, err := os.ReadFile(filepath.Join("/sys/class/net", name, "ifalias"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// readBridgeRecord reads the k recorded in record, or 0 when there is no
+// record.
+func readBridgeRecord(record string) (int, error) {
+	b, err := os.ReadFile(record)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	k, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || k < 1 || k > maxBridges {
+		return 0, fmt.Errorf("podnet: bad bridge record %s", record)
+	}
+	return k, nil
+}
+
+func (n *Network) bridgeUp(br Bridge, owner string) error {
+	if err := run("ip", "link", "set", br.Name, "alias", owner); err != nil {
+		return fmt.Errorf("podnet: %w", err)
+	}
 	out, err := exec.Command("ip", "addr", "add", br.Gateway+"/24", "dev", br.Name).CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "File exists") && !strings.Contains(string(out), "already assigned") {
 		return fmt.Errorf("podnet: ip addr add %s: %v: %s", br.Gateway, err, strings.TrimSpace(string(out)))
@@ -97,23 +142,20 @@ func bridgeUp(br Bridge) error {
 	return nil
 }
 
-// RemoveBridge deletes node's bridge, if it has one, with every port still
-// on it (the host ends of its pods' veths; their namespaces lose them);
-// its route goes with it. The record stays, so the node gets the same
-// bridge and address again.
+// RemoveBridge deletes node's bridge, if it has one (an interface of the
+// recorded name marked as this node's), with every port still on it (the
+// host ends of its pods' veths; their namespaces lose them); its route
+// goes with it. The record stays, so the node gets the same bridge and
+// address again unless another plane took it meanwhile.
 func (n *Network) RemoveBridge(node string) error {
-	b, err := os.ReadFile(filepath.Join(n.dir, bridgeRecordPrefix+node))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	k, err := readBridgeRecord(filepath.Join(n.dir, bridgeRecordPrefix+node))
+	if err != nil || k == 0 {
 		return err
 	}
-	k, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return fmt.Errorf("podnet: bad bridge record for %s: %w", node, err)
-	}
 	br := bridgeFor(k)
+	if ownerOf(br.Name) != n.bridgeOwner(node) {
+		return nil
+	}
 	out, err := exec.Command("ip", "-o", "link", "show", "master", br.Name).CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), "does not exist") {

@@ -105,7 +105,8 @@ func TestNamespaces(t *testing.T) {
 // TestBridges gives two real nodes their bridges: distinct /24s in
 // NodeCIDRs with the gateway on the bridge and a route to the subnet; a
 // pod namespace reaches a bridge's address; an Open after a crash removes
-// the bridges and a node then gets its recorded bridge back.
+// the bridges and a node then gets its recorded bridge back; a plane never
+// takes or removes another plane's bridge.
 func TestBridges(t *testing.T) {
 	dir := t.TempDir()
 	n, err := Open(dir)
@@ -164,5 +165,34 @@ func TestBridges(t *testing.T) {
 	}
 	if b1again != b1 {
 		t.Errorf("after the sweep c1 got %+v, want its recorded %+v", b1again, b1)
+	}
+
+	// Another plane's node may take c1's bridge while c1 is down (it is
+	// the lowest free one): c1 then gets another, and removing c1 leaves
+	// the other plane's bridge alone.
+	if err := again.RemoveBridge("c1"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := other.AddBridge("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.RemoveBridge("c1"); _ = other.Close() })
+	mine, err := again.AddBridge("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine.Name == ob.Name {
+		t.Errorf("c1 of both planes got %s", ob.Name)
+	}
+	if err := again.RemoveBridge("c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("ip", "link", "show", ob.Name).Run(); err != nil {
+		t.Errorf("the other plane's bridge %s went with c1's", ob.Name)
 	}
 }
