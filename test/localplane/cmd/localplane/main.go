@@ -35,6 +35,7 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
 )
@@ -197,6 +198,9 @@ func down(args []string) error {
 		} else if len(killed) > 0 {
 			fmt.Fprintf(os.Stderr, "localplane: killed leftover processes: %s\n", strings.Join(killed, ", "))
 		}
+	}
+	if err := podnet.Sweep(*stateDir); err != nil {
+		return err
 	}
 	_ = os.Remove(pidFile(*stateDir))
 	_ = os.Remove(readyFile(*stateDir))

@@ -280,6 +280,18 @@ func (n *Network) Remove(p Pod) error {
 	return err
 }
 
+// Sweep removes what the pod network of a plane in stateDir that was
+// killed left: every recorded namespace (with its veth and host route) and
+// node bridge; Open does the same. A state directory without a pod
+// network is no error. Needs root.
+func Sweep(stateDir string) error {
+	n := &Network{dir: filepath.Join(stateDir, "netns"), used: map[string]bool{}}
+	if err := n.sweep(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("podnet: %w", err)
+	}
+	return nil
+}
+
 // sweep deletes every recorded namespace and node bridge (the bridges'
 // records stay, so a node keeps its address).
 func (n *Network) sweep() error {
