@@ -29,13 +29,15 @@ import (
 // containerd 1.6; images from the registry `make images` fills) beside a
 // process node. The real node is Ready, labelled and tainted; a pod that
 // tolerates the taint runs there, becomes Ready through its readiness
-// probe, answers `kubectl exec` and `kubectl logs`, reaches a process-node
-// pod (and is reached by it), a ClusterIP Service by its DNS name and the
-// API server through the kubernetes Service; a container over its memory
+// probe, answers `kubectl exec` and `kubectl logs` and on its host port,
+// reaches a process-node pod (and is reached by it), a ClusterIP Service by
+// its DNS name and the API server through the kubernetes Service; a
+// container over its memory
 // limit is OOMKilled; an image of another registry is looked for in the
 // plane's registry; losing the node kills every container of it and
 // restoring it brings the pod back; Stop leaves no kubelet, containerd,
-// shim or container of the plane running, and no mount.
+// shim or container of the plane running, no mount, host port rule or
+// bridge.
 func TestRealNodes(t *testing.T) {
 	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t),
 		Nodes: 1, PodNetwork: true, RealNodes: 1})
@@ -83,8 +85,13 @@ func TestRealNodes(t *testing.T) {
 	}
 	// A Redis pod on the real node, with a marker process whose command
 	// line is this test's own, to follow its containers on the machine.
+	// Its Redis port is also a host port (portmap), on a port of this
+	// test's own, since every node shares the machine's host ports.
 	marker := fmt.Sprintf("3600.%09d", rand.IntN(1e9))
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, realPod("r", marker), metav1.CreateOptions{}); err != nil {
+	hostPort := int32(20000 + rand.IntN(10000))
+	rp := realPod("r", marker)
+	rp.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 6379, HostPort: hostPort}}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, rp, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a := waitPod(ctx, t, c, "a", "Ready", isReady)
@@ -127,6 +134,11 @@ func TestRealNodes(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	if err := rdb.Set(ctx, "from-host", "1", 0).Err(); err != nil {
 		t.Errorf("SET on r from the host: %v", err)
+	}
+	viaHostPort := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(r.Status.HostIP, fmt.Sprint(hostPort))})
+	t.Cleanup(func() { viaHostPort.Close() })
+	if got, err := viaHostPort.Get(ctx, "from-host").Result(); err != nil || got != "1" {
+		t.Errorf("GET on r through host port %s:%d = %q, %v; want 1", r.Status.HostIP, hostPort, got, err)
 	}
 
 	// A container over its memory limit is killed by the kernel.
@@ -204,6 +216,10 @@ func TestRealNodes(t *testing.T) {
 	}
 	if m := mountsUnder(p.StateDir); len(m) > 0 {
 		t.Errorf("mounts left after Stop: %v", m)
+	}
+	// The host port's rules went with the pod's sandbox.
+	if out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output(); strings.Contains(string(out), fmt.Sprintf("--dport %d ", hostPort)) {
+		t.Errorf("rules for host port %d left after Stop:\n%s", hostPort, out)
 	}
 	// The node's bridge (its IP) went, and the pods' veths with it.
 	if out, err := exec.Command("ip", "-4", "-o", "addr", "show", "to", r.Status.HostIP+"/32").CombinedOutput(); err != nil || len(out) > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,8 +29,8 @@ const (
 // sockets of its shims, every mount below its directory (container root
 // filesystems, pod network namespaces, volumes, the kubelet's own bind
 // mount of its root directory), its boot-scoped state (run/), the entries
-// of its pod sandboxes in the machine's CNI cache, its container log
-// links, and its cgroups.
+// of its pod sandboxes in the machine's CNI cache and their host ports'
+// iptables rules, its container log links, and its cgroups.
 // Its processes must be gone.
 func cleanup(stateDir, name string) error {
 	dir := NodeDir(stateDir, name)
@@ -48,13 +49,16 @@ func cleanup(stateDir, name string) error {
 	if err := os.RemoveAll(runDir(dir)); err != nil {
 		errs = append(errs, err)
 	}
-	sandboxes, _ := os.ReadDir(filepath.Join(dir, "containerd", "io.containerd.grpc.v1.cri", "sandboxes"))
-	for _, sb := range sandboxes {
+	entries, _ := os.ReadDir(filepath.Join(dir, "containerd", "io.containerd.grpc.v1.cri", "sandboxes"))
+	var sandboxes []string
+	for _, sb := range entries {
+		sandboxes = append(sandboxes, sb.Name())
 		cached, _ := filepath.Glob(filepath.Join(cniCacheDir, "*-"+sb.Name()+"-*"))
 		for _, c := range cached {
 			errs = append(errs, os.Remove(c))
 		}
 	}
+	errs = append(errs, removeHostPorts(sandboxes))
 	links, _ := os.ReadDir(containerLogLinks)
 	for _, l := range links {
 		path := filepath.Join(containerLogLinks, l.Name())
@@ -64,6 +68,38 @@ func cleanup(stateDir, name string) error {
 	}
 	errs = append(errs, removeCgroups(cgroupRoot(stateDir, name)))
 	return errors.Join(errs...)
+}
+
+// removeHostPorts deletes the portmap plugin's rules for the given pod
+// sandboxes (killed, so never deleted through CNI): each sandbox's jump in
+// the nat table's CNI-HOSTPORT-DNAT chain (its comment names the sandbox)
+// and the chain it jumps to, at once through iptables-restore (which
+// parses the quoted comment as iptables -S prints it).
+func removeHostPorts(sandboxes []string) error {
+	out, err := exec.Command("iptables", "-w", "-t", "nat", "-S", "CNI-HOSTPORT-DNAT").Output()
+	if err != nil {
+		return nil // no such chain: no host port was ever mapped here
+	}
+	var rules strings.Builder
+	for _, line := range strings.Split(string(out), "\n") {
+		rule, ok := strings.CutPrefix(line, "-A CNI-HOSTPORT-DNAT ")
+		if !ok || !slices.ContainsFunc(sandboxes, func(id string) bool { return strings.Contains(rule, `id: \"`+id+`\"`) }) {
+			continue
+		}
+		fmt.Fprintf(&rules, "-D CNI-HOSTPORT-DNAT %s\n", rule)
+		if _, chain, ok := strings.Cut(rule, " -j "); ok && strings.HasPrefix(chain, "CNI-DN-") {
+			fmt.Fprintf(&rules, "-F %s\n-X %[1]s\n", chain)
+		}
+	}
+	if rules.Len() == 0 {
+		return nil
+	}
+	restore := exec.Command("iptables-restore", "-w", "--noflush")
+	restore.Stdin = strings.NewReader("*nat\n" + rules.String() + "COMMIT\n")
+	if out, err := restore.CombinedOutput(); err != nil {
+		return fmt.Errorf("realnode: removing host port rules: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // unmountUnder detaches every mount at or below dir, the most recent
