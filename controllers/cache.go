@@ -66,14 +66,14 @@ func CacheOptions(watchNamespaces []string) cache.Options {
 
 // slimPod is the transform of the Pod cache. A cached Pod keeps its
 // metadata (managed fields stripped), its status, spec.nodeName and each
-// container's name and ports: all that the controllers read of a pod
-// (pods.go, nodes.go, tls.go, the backup sources). The rest of the spec
-// (probes with their scripts, environment, volumes, affinity) is about
-// half of a Redis pod's decoded size; at 100 clusters of 3 pods it would
-// be a few MiB of the operator's heap that nothing reads. A controller
-// that needs more of a pod reads it from the API server. in is returned
-// unchanged when it is not a *corev1.Pod (a cache.DeletedFinalStateUnknown
-// tombstone, for one).
+// container's name, ports and memory limit: all that the controllers read
+// of a pod (pods.go, nodes.go, tls.go, oomkills.go, the backup sources).
+// The rest of the spec (probes with their scripts, environment, volumes,
+// affinity) is about half of a Redis pod's decoded size; at 100 clusters
+// of 3 pods it would be a few MiB of the operator's heap that nothing
+// reads. A controller that needs more of a pod reads it from the API
+// server. in is returned unchanged when it is not a *corev1.Pod (a
+// cache.DeletedFinalStateUnknown tombstone, for one).
 func slimPod(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
 	if !ok {
@@ -83,6 +83,9 @@ func slimPod(in any) (any, error) {
 	containers := make([]corev1.Container, len(p.Spec.Containers))
 	for i, c := range p.Spec.Containers {
 		containers[i] = corev1.Container{Name: c.Name, Ports: c.Ports}
+		if m, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			containers[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: m}
+		}
 	}
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, Containers: containers}
 	return p, nil

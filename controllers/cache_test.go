@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,7 +120,9 @@ func TestKeepSecretName(t *testing.T) {
 func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 	rc := &cachev1beta1.RedisCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u1", ResourceVersion: "7"},
-		Spec:       cachev1beta1.RedisClusterSpec{Shards: 1, ReplicasPerShard: 1, Image: "redis:7.0"},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 1, ReplicasPerShard: 1, Image: "redis:7.0",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("100m")}}},
 	}
 	sts := resources.StatefulSet(rc, 0, resources.Placement{})
 	now := time.Now()
@@ -151,9 +154,17 @@ func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 		t.Errorf("podIPs differ: %v", a)
 	}
 	for i, c := range full.Spec.Containers {
-		if s := slim.Spec.Containers[i]; s.Name != c.Name || !equality.Semantic.DeepEqual(s.Ports, c.Ports) {
-			t.Errorf("container %d: slim %s %v, full %s %v", i, s.Name, s.Ports, c.Name, c.Ports)
+		if s := slim.Spec.Containers[i]; s.Name != c.Name || !equality.Semantic.DeepEqual(s.Ports, c.Ports) ||
+			!s.Resources.Limits.Memory().Equal(*c.Resources.Limits.Memory()) {
+			t.Errorf("container %d: slim %s %v %v, full %s %v %v", i, s.Name, s.Ports, s.Resources.Limits, c.Name, c.Ports, c.Resources.Limits)
 		}
+	}
+	killedFull, killedSlim := full.DeepCopy(), slim.DeepCopy()
+	for _, p := range []*corev1.Pod{killedFull, killedSlim} {
+		p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "OOMKilled", ContainerID: "containerd://a"}
+	}
+	if a, b := oomKills([]corev1.Pod{*killedFull}), oomKills([]corev1.Pod{*killedSlim}); !reflect.DeepEqual(a, b) || len(a) != 1 || a[0].limit.String() != "64Mi" {
+		t.Errorf("oomKills of the slim pod %+v, of the full pod %+v", b, a)
 	}
 	if slim.Spec.NodeName != "node-a" || slim.ManagedFields != nil || len(slim.Spec.Volumes) != 0 || slim.Spec.Containers[0].ReadinessProbe != nil {
 		t.Errorf("slim pod spec %+v, managed fields %v", slim.Spec, slim.ManagedFields)

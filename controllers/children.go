@@ -210,13 +210,15 @@ func (r *RedisClusterReconciler) listStatefulSets(ctx context.Context, s *scope)
 }
 
 // observePods groups the cluster's pods by shard and records pod counts,
-// stale pods and leaving shards.
+// stale pods and leaving shards, and reports new OOM kills of their redis
+// containers (reportOOMKills).
 func (r *RedisClusterReconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(s.rc.Namespace),
 		client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
 		return ctrl.Result{}, true, fmt.Errorf("listing pods: %w", err)
 	}
+	r.reportOOMKills(s, pods.Items)
 	rc := s.rc
 	s.shards = groupPods(rc.Name, int(rc.Spec.Shards), int(rc.Spec.ReplicasPerShard),
 		func(i int) string { return r.built.templateHash(rc, i, s.placement[i]) }, s.statefulSets, s.leaving, pods.Items)

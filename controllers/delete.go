@@ -39,6 +39,7 @@ func (r *RedisClusterReconciler) reconcileDelete(ctx context.Context, rc *cachev
 	r.healthy.forget(client.ObjectKeyFromObject(rc))
 	r.built.forget(client.ObjectKeyFromObject(rc))
 	r.nodes.forget(client.ObjectKeyFromObject(rc))
+	r.ooms.forget(client.ObjectKeyFromObject(rc))
 	if !controllerutil.ContainsFinalizer(rc, cachev1beta1.Finalizer) {
 		return ctrl.Result{}, nil
 	}

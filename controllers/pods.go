@@ -34,7 +34,8 @@ type podInfo struct {
 	// ("ContainerCreating", ...; with the cause when the kubelet cannot
 	// run it, see waitingState), "Pending" (not scheduled), or "not
 	// running". "" when Up, except for a pod whose start script refused
-	// to start redis-server (handoverRefusedState).
+	// to start redis-server (handoverRefusedState) and one not ready yet
+	// after an OOM kill (oomRestartedState).
 	State string
 	// Failing: the kubelet cannot run its redis container (podState).
 	Failing     bool
@@ -175,7 +176,8 @@ const handoverRefusedState = "redis-server not started: no replica won the elect
 
 // podState says why p does not run (see podInfo.State); "" when it is up.
 // A pod whose start script refused to start redis-server says so even while
-// its container runs (the script runs the handover again at each restart).
+// its container runs (the script runs the handover again at each restart),
+// and so does one not ready yet after an OOM kill (oomRestartedState).
 // failing reports a redis container the kubelet cannot run (its waiting
 // reason is one of failingReasons or imageReasons); a refused handover is
 // a wait the start script chose, not failing.
@@ -185,6 +187,8 @@ func podState(p *corev1.Pod) (state string, failing bool) {
 		return "Terminating", false
 	case handoverRefused(p):
 		return handoverRefusedState, false
+	case podUp(p) && !podReady(p) && lastOOMKill(p) != nil:
+		return oomRestartedState, false
 	case podUp(p):
 		return "", false
 	}

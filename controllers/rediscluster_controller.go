@@ -161,6 +161,9 @@ type RedisClusterReconciler struct {
 	zones zoneCache
 	// nodes decides each cluster's placement from the nodes (nodes.go).
 	nodes nodeCache
+	// ooms remembers the OOM kills of redis containers already reported
+	// (oomkills.go).
+	ooms oomReports
 
 	metrics *clusterMetrics
 }
@@ -266,6 +269,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.healthy.forget(req.NamespacedName)
 			r.built.forget(req.NamespacedName)
 			r.nodes.forget(req.NamespacedName)
+			r.ooms.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
