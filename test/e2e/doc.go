@@ -9,9 +9,11 @@
 // its image), plus three real nodes (the kubelet v1.34 against containerd,
 // pulling the images `make images` builds from Debian's packages: Redis
 // 7.0, Redis 8.0 and Valkey 8.1) on which TestRealPods runs the version
-// matrix, and drives real Redis Clusters through the field failures
-// listed in /work/shared/cases (R1, R2, R3, R5, R7, R9, R11, R14, R18, R20
-// and a variant of C3).
+// matrix and TestRealPodsLimits what only real pods show (a master
+// OOM-killed at its memory limit, a hung replica restarted by its liveness
+// probe, pods held to 100m of CPU scaling out), and drives real Redis
+// Clusters through the field failures listed in /work/shared/cases (R1,
+// R2, R3, R5, R7, R9, R11, R14, R18, R20 and a variant of C3).
 //
 // The scenarios live in files built only with the e2e tag, so `go test ./...`
 // leaves them out:
@@ -72,8 +74,15 @@
 // refused every way to borrow the operator's rights), TestRealPods (the
 // version matrix on real pods: Redis 7.0, Redis 8.0 and Valkey 8.1 each
 // formed, configured live and by a rolling restart, scaled out and failed
-// over under WAIT writes, and a 7.0 → 8.0 rolling upgrade), and the installed operator's TestInstalled, TestInstalledHA
-// and TestInstalledUpgrade) and all of their scenarios but these six, which
+// over under WAIT writes, and a 7.0 → 8.0 rolling upgrade),
+// TestRealPodsLimits (on real pods under WAIT writes: a master's
+// redis-server OOM-killed by the kernel at a 64Mi limit, restarted by the
+// kubelet with its replica taking over and the operator's OOMKilled event;
+// a SIGSTOPped replica whose accept queue fills fails its TCP liveness
+// probe and is restarted; pods limited to 100m of CPU form and scale out
+// 3→4; its three scenarios run side by side in 3 to 3.5 minutes here),
+// and the installed operator's TestInstalled, TestInstalledHA and
+// TestInstalledUpgrade) and all of their scenarios but these six, which
 // are in tier all only (no scenario is deleted; each line says which ci
 // scenario covers the same):
 //
