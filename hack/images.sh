@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # images.sh [NAME...]: builds the images of the local plane's real nodes
-# (pause, redis-7.0, redis-8.0, valkey-8.1; test/localplane/internal/images)
+# (pause, redis-7.0, redis-8.0, valkey-8.1 and redis-operator;
+# test/localplane/internal/images)
 # into the registry storage of the per-user images cache
 #   ${REDIS_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/redis-operator}/images
 # with no registry outside this machine: Debian rootfs trees made by
 # debootstrap from the archive the machine's apt sources name, pushed into a
 # CNCF Distribution registry (bin/registry, `make tools`). An image whose
 # stamp is unchanged is not rebuilt; a cold build makes two at a time.
+# The operator's image is this checkout's static binary (bin/images/
+# redis-operator) on the Dockerfile's distroless layout, named as the dev
+# overlay's Deployment names it: a source change rebuilds it in seconds.
 # Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +23,10 @@ bash hack/build-tools.sh registry
 export GOWORK=off
 CGO_ENABLED=0 go -C test/localplane build -trimpath -o "$bin/pause" ./cmd/pause
 go -C test/localplane build -o "$bin/localplane-images" ./cmd/localplane-images
-exec "$bin/localplane-images" --bin-dir "$bin" --pause "$bin/pause" "$@"
+# Static, as the Dockerfile builds it (bin/redis-operator may be cgo-linked).
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$bin/images/redis-operator" ./cmd/redis-operator
+operator_image=$("$bin/images/redis-operator" manifests --overlay dev |
+  awk '/^kind: Deployment$/ { d = 1 } d && $1 == "image:" { print $2; exit }')
+[ -n "$operator_image" ] || { echo "images: no image in the dev overlay's Deployment" >&2; exit 1; }
+exec "$bin/localplane-images" --bin-dir "$bin" --pause "$bin/pause" \
+  --operator "$bin/images/redis-operator" --operator-image "$operator_image" "$@"

@@ -123,6 +123,9 @@ func buildOne(ctx context.Context, o Options, addr string, img Image) error {
 	if err := makeSymlinks(rootfs, img.Symlinks); err != nil {
 		return err
 	}
+	if err := makeDirs(rootfs, img.Dirs); err != nil {
+		return err
+	}
 	layerPath := filepath.Join(work, "layer.tar")
 	if err := writeLayerFile(layerPath, rootfs); err != nil {
 		return err
@@ -236,6 +239,28 @@ func makeSymlinks(rootfs string, links map[string]string) error {
 			return err
 		}
 		if err := os.Symlink(target, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeDirs makes each directory of dirs in rootfs (parents 0755, root's)
+// with its mode and owner.
+func makeDirs(rootfs string, dirs []Directory) error {
+	for _, d := range dirs {
+		p := filepath.Join(rootfs, d.Path)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		mode := os.FileMode(d.Mode & 0o777)
+		if d.Mode&0o1000 != 0 {
+			mode |= os.ModeSticky
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+		if err := os.Chown(p, d.UID, d.GID); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,10 @@
 // valkey/valkey:8.1, registry.k8s.io/pause:3.10), and pulls, pull policies
 // and tags are real.
 //
+// The operator's image carries this checkout's static binary on the layout
+// of the Dockerfile's distroless base, under the name its kustomize
+// overlays' Deployment gives it, so an overlay applies unchanged.
+//
 // Redis and Valkey images are Debian rootfs trees (debootstrap
 // --variant=minbase of the suite that ships the server, from the archive the
 // machine's apt sources name) with the server's packages, laid out as the
@@ -20,7 +24,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // Image is one image that Build makes.
@@ -38,6 +45,9 @@ type Image struct {
 	Files []File
 	// Symlinks are symbolic links made in the rootfs, path -> target.
 	Symlinks map[string]string
+	// Dirs are directories made in the rootfs with their own mode and
+	// owner.
+	Dirs []Directory `json:",omitempty"`
 	// Tags are the image's tags. With Debian, VersionFrom's package version
 	// adds its upstream version ("8.0.2") and its major.minor ("8.0").
 	Tags []string
@@ -71,6 +81,14 @@ type File struct {
 	// Source is empty.
 	Source string
 	Data   string
+}
+
+// Directory is a directory of an image.
+type Directory struct {
+	Path string // absolute path in the image
+	Mode int64  // permission bits, 0o1000 the sticky bit
+	UID  int
+	GID  int
 }
 
 // serverUID is the uid and gid of the server's user in the official redis and
@@ -114,15 +132,30 @@ func serverImage(name, repo, suite, cmd, user string, packages ...string) Image 
 	}
 }
 
-// Catalog is every image `make images` builds, given the pause binary
-// (cmd/pause, built static).
-func Catalog(pauseBinary string) []Image {
+// Sources are the files of this machine and checkout that images carry.
+type Sources struct {
+	// Pause is the static pause binary (cmd/pause).
+	Pause string
+	// Operator is the operator's static binary (cmd/redis-operator built
+	// with CGO_ENABLED=0), and OperatorImage the reference it is pushed as:
+	// the image its kustomize overlays' Deployment names
+	// ("ghcr.io/redis-operator/redis-operator:v0.1.0").
+	Operator      string
+	OperatorImage string
+}
+
+// Catalog is every image `make images` builds.
+func Catalog(src Sources) ([]Image, error) {
+	operator, err := operatorImage(src.OperatorImage, src.Operator)
+	if err != nil {
+		return nil, err
+	}
 	return []Image{
 		{
 			Name:       "pause",
 			Repository: "pause",
 			Tags:       []string{"3.10"},
-			Files:      []File{{Path: "/pause", Mode: 0o755, Source: pauseBinary}},
+			Files:      []File{{Path: "/pause", Mode: 0o755, Source: src.Pause}},
 			Entrypoint: []string{"/pause"},
 			User:       "65535:65535",
 		},
@@ -131,7 +164,55 @@ func Catalog(pauseBinary string) []Image {
 		serverImage("redis-7.0", "library/redis", "bookworm", "redis-server", "redis", "redis-server", "redis-tools"),
 		serverImage("redis-8.0", "library/redis", "trixie", "redis-server", "redis", "redis-server", "redis-tools"),
 		valkey,
+		operator,
+	}, nil
+}
+
+// nonrootUID is the uid and gid of the nonroot user of
+// gcr.io/distroless/static:nonroot, the operator image's user.
+const nonrootUID = 65532
+
+// caBundle is the machine's CA bundle, which the operator image carries
+// where distroless has its own.
+const caBundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// operatorImage is the operator's image as the Dockerfile's runtime stage
+// makes it: the static binary at /redis-operator on
+// gcr.io/distroless/static:nonroot's layout (root, nobody and nonroot in
+// /etc/passwd and /etc/group, the CA bundle, /tmp with the sticky bit,
+// nonroot's home), run as 65532:65532. Its stamp follows the binary's
+// content, so a source change rebuilds it: one copy and one layer, no
+// debootstrap. ref names its registry path and tag.
+func operatorImage(ref, binary string) (Image, error) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return Image{}, fmt.Errorf("images: the operator image %q: %w", ref, err)
 	}
+	if binary == "" {
+		return Image{}, errors.New("images: no operator binary given")
+	}
+	return Image{
+		Name:       "redis-operator",
+		Repository: tag.RepositoryStr(),
+		Tags:       []string{tag.TagStr()},
+		Files: []File{
+			{Path: "/redis-operator", Mode: 0o755, Source: binary},
+			{Path: caBundle, Mode: 0o644, Source: caBundle},
+			{Path: "/etc/passwd", Mode: 0o644, Data: "root:x:0:0:root:/root:/sbin/nologin\n" +
+				"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+				"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"},
+			{Path: "/etc/group", Mode: 0o644, Data: "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"},
+		},
+		Dirs: []Directory{
+			{Path: "/tmp", Mode: 0o1777},
+			{Path: "/root", Mode: 0o700},
+			{Path: "/home/nonroot", Mode: 0o700, UID: nonrootUID, GID: nonrootUID},
+		},
+		Entrypoint: []string{"/redis-operator"},
+		User:       fmt.Sprintf("%d:%d", nonrootUID, nonrootUID),
+		WorkingDir: "/home/nonroot",
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=" + caBundle},
+	}, nil
 }
 
 // valkey is the Valkey 8.1 image. Valkey's own `make install`, which the

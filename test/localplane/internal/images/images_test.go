@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -93,54 +95,136 @@ func TestWriteLayerIsReproducible(t *testing.T) {
 	}
 }
 
-// TestBuildPushesToTheRegistry builds the pause image (no debootstrap)
-// through a real registry (bin/registry, `make tools`), twice: the second
-// run finds it up to date; the image pulled back has its tag and config.
+// TestBuildPushesToTheRegistry builds the pause and operator images (no
+// debootstrap) through a real registry (bin/registry, `make tools`), twice:
+// the second run finds them up to date; a new operator binary rebuilds only
+// the operator's. The images pulled back have their tags, configs and the
+// operator's distroless layout.
 func TestBuildPushesToTheRegistry(t *testing.T) {
 	binDir, err := filepath.Abs("../../../../bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	pause := filepath.Join(dir, "pause-binary")
-	if err := os.WriteFile(pause, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	img := Catalog(pause)[0]
-	var lines []string
-	o := Options{BinDir: binDir, Dir: filepath.Join(dir, "cache"), Images: []Image{img},
-		Logf: func(format string, args ...any) { lines = append(lines, format) }}
-	ctx := context.Background()
-	for range 2 {
-		if err := Build(ctx, o); err != nil {
+	src := Sources{Pause: filepath.Join(dir, "pause-binary"), Operator: filepath.Join(dir, "operator-binary"),
+		OperatorImage: "ghcr.io/redis-operator/redis-operator:v0.1.0"}
+	for _, f := range []string{src.Pause, src.Operator} {
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Equal(lines, []string{"images: building %s", "images: built %s: %s:%s %s", "images: %s is up to date (%s:%s)"}) {
-		t.Errorf("progress lines: %q", lines)
+	catalog, err := Catalog(src)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var picked []Image
+	for _, img := range catalog {
+		if img.Debian == nil {
+			picked = append(picked, img)
+		}
+	}
+	var lines []string
+	o := Options{BinDir: binDir, Dir: filepath.Join(dir, "cache"), Images: picked,
+		Logf: func(format string, args ...any) {
+			lines = append(lines, strings.Join(strings.Fields(fmt.Sprintf(format, args...))[1:3], " "))
+		}}
+	ctx := context.Background()
+	build := func(want ...string) {
+		t.Helper()
+		lines = nil
+		if err := Build(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(lines)
+		if slices.Sort(want); !slices.Equal(lines, want) {
+			t.Errorf("progress lines %q, want %q", lines, want)
+		}
+	}
+	build("building pause", "building redis-operator", "built pause:", "built redis-operator:")
+	build("pause is", "redis-operator is")
+	if err := os.WriteFile(src.Operator, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	build("pause is", "building redis-operator", "built redis-operator:")
+
 	reg, err := StartRegistry(ctx, binDir, filepath.Join(o.Dir, "registry"), filepath.Join(dir, "registry.log"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Stop()
-	ref, err := name.ParseReference(reg.Addr+"/pause:3.10", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
+	pull := func(path string) v1.Image {
+		t.Helper()
+		ref, err := name.ParseReference(reg.Addr+"/"+path, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := remote.Image(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
 	}
-	pulled, err := remote.Image(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pulled.ConfigFile()
+	cfg, err := pull("pause:3.10").ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(cfg.Config.Entrypoint, []string{"/pause"}) || cfg.Config.User != "65535:65535" || cfg.OS != "linux" {
-		t.Errorf("config: entrypoint %v, user %q, os %q", cfg.Config.Entrypoint, cfg.Config.User, cfg.OS)
+		t.Errorf("pause config: entrypoint %v, user %q, os %q", cfg.Config.Entrypoint, cfg.Config.User, cfg.OS)
 	}
-	layers, err := pulled.Layers()
+
+	operator := pull("redis-operator/redis-operator:v0.1.0")
+	if cfg, err = operator.ConfigFile(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Config.Entrypoint, []string{"/redis-operator"}) || cfg.Config.User != "65532:65532" {
+		t.Errorf("operator config: entrypoint %v, user %q", cfg.Config.Entrypoint, cfg.Config.User)
+	}
+	layers, err := operator.Layers()
 	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers: %d, %v", len(layers), err)
+		t.Fatalf("operator layers: %d, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	entries := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		entries[h.Name] = fmt.Sprintf("%o %d:%d %s", h.Mode, h.Uid, h.Gid, data)
+	}
+	for path, want := range map[string]string{
+		"redis-operator": "755 0:0 #!/bin/sh\nexit 0\n",
+		"tmp/":           "1777 0:0 ",
+		"home/nonroot/":  "700 65532:65532 ",
+		"etc/group":      "644 0:0 root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n",
+	} {
+		if entries[path] != want {
+			t.Errorf("operator layer: %s is %q, want %q", path, entries[path], want)
+		}
+	}
+	if !strings.Contains(entries["etc/passwd"], "nonroot:x:65532:65532:") || !strings.Contains(entries["etc/ssl/certs/ca-certificates.crt"], "BEGIN CERTIFICATE") {
+		t.Errorf("operator layer: /etc/passwd %q, CA bundle of %d bytes", entries["etc/passwd"], len(entries["etc/ssl/certs/ca-certificates.crt"]))
+	}
+}
+
+// TestOperatorImageName takes the operator image's repository and tag from
+// the reference the overlays' Deployment names, and refuses one without a
+// tag to push.
+func TestOperatorImageName(t *testing.T) {
+	img, err := operatorImage("ghcr.io/redis-operator/redis-operator:v0.1.0", "/bin/true")
+	if err != nil || img.Repository != "redis-operator/redis-operator" || !slices.Equal(img.Tags, []string{"v0.1.0"}) {
+		t.Errorf("operatorImage: repository %q, tags %v, %v", img.Repository, img.Tags, err)
+	}
+	if _, err := operatorImage("ghcr.io/redis-operator/redis-operator@sha256:"+strings.Repeat("0", 64), "/bin/true"); err == nil {
+		t.Error("operatorImage of a digest reference: no error")
 	}
 }
