@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
@@ -71,8 +72,9 @@ type Options struct {
 	// NodeName names the process node, or prefixes the names of several
 	// (NodeName-1, ...); DefaultNodeName when empty.
 	NodeName string
-	// Nodes is how many process nodes to run; DefaultNodes when zero.
-	// With one, it is named NodeName and has no zone label.
+	// Nodes is how many process nodes to run; with one, it is named
+	// NodeName and has no zone label. Zero is DefaultNodes, or none with
+	// RealNodes: a plane of real nodes only.
 	Nodes int
 	// StartTimeout bounds the start of each part; 2 minutes when zero.
 	StartTimeout time.Duration
@@ -84,8 +86,9 @@ type Options struct {
 	// RealNodes is how many real nodes to run besides the process nodes:
 	// NodeName-c1, -c2, ..., in Zones in turn, each the real kubelet
 	// (bin/kubelet) with a containerd of its own (see package realnode).
-	// They are labelled and tainted realnode.RuntimeLabel=containerd
-	// (NoSchedule): only pods that tolerate the taint run there. Needs
+	// They are labelled realnode.RuntimeLabel=containerd and, beside
+	// process nodes, tainted with it (NoSchedule): only pods that tolerate
+	// the taint run there; without process nodes any pod does. Needs
 	// PodNetwork. The API server then runs the Node authorizer and
 	// NodeRestriction, and the kubernetes Service routes to it.
 	RealNodes int
@@ -112,7 +115,7 @@ type Plane struct {
 	RESTConfig *rest.Config
 	// Client is an admin clientset.
 	Client kubernetes.Interface
-	// NodeName is the name of the first process node.
+	// NodeName is the name of the first process node (empty without).
 	NodeName string
 	// Nodes are the names of all process nodes, in order.
 	Nodes []string
@@ -151,7 +154,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.NodeName == "" {
 		o.NodeName = DefaultNodeName
 	}
-	if o.Nodes == 0 {
+	if o.Nodes == 0 && o.RealNodes == 0 {
 		o.Nodes = DefaultNodes
 	}
 	if o.StartTimeout == 0 {
@@ -187,7 +190,14 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 			zones[i] = Zones[i%len(Zones)]
 		}
 	}
-	p.NodeName = p.Nodes[0]
+	for i := range o.RealNodes {
+		p.RealNodes = append(p.RealNodes, fmt.Sprintf("%s-c%d", o.NodeName, i+1))
+	}
+	// kube-proxy serves the first node.
+	proxyNode := append(slices.Clone(p.Nodes), p.RealNodes...)[0]
+	if len(p.Nodes) > 0 {
+		p.NodeName = p.Nodes[0]
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -205,7 +215,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		if p.network, err = podnet.Open(stateDir); err != nil {
 			return nil, err
 		}
-		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, p.NodeName
+		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, proxyNode
 		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
 		p.DNS = net.JoinHostPort(p.network.Gateway, "53")
 	}
@@ -250,14 +260,15 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 			return nil, err
 		}
 	}
-	for i := range o.RealNodes {
-		name := fmt.Sprintf("%s-c%d", o.NodeName, i+1)
-		p.RealNodes = append(p.RealNodes, name)
+	for i, name := range p.RealNodes {
 		p.realConfig[name] = realnode.Config{
 			Name: name, Zone: Zones[i%len(Zones)], StateDir: stateDir, BinDir: binDir,
 			APIServer: fmt.Sprintf("https://127.0.0.1:%d", p.cp.Ports.APIServer), PKI: p.cp.PKI,
-			Network: p.network, Registry: o.Registry, Log: log.With("node", name),
+			Network: p.network, Registry: o.Registry, Tainted: o.Nodes > 0, Log: log.With("node", name),
 		}
+	}
+	if err := p.deleteOtherNodes(ctx); err != nil {
+		return nil, err
 	}
 	for _, name := range append(slices.Clone(p.Nodes), p.RealNodes...) {
 		if err := p.RestoreNode(name); err != nil {
@@ -268,6 +279,9 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		return nil, err
 	}
 	if err := p.waitNodesSchedulable(ctx, o.StartTimeout); err != nil {
+		return nil, err
+	}
+	if err := p.setRuntimeTaints(ctx, o.Nodes > 0); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -301,6 +315,63 @@ func (p *Plane) startRegistry(ctx context.Context, binDir string) (string, error
 		return "", fmt.Errorf("localplane: the images registry in %s has no %s (status %d): run `make images`", cache, realnode.SandboxImage, resp.StatusCode)
 	}
 	return p.registry.Addr, nil
+}
+
+// localPlaneLabel is the label, with value true, of every node of a local
+// plane.
+const localPlaneLabel = "node.kubernetes.io/local-plane"
+
+// deleteOtherNodes deletes the Node objects of the local plane
+// (node.kubernetes.io/local-plane=true) that are not nodes of this plane:
+// an earlier run in the same state directory had other nodes. As when a
+// cloud removes a machine, the pod garbage collector then deletes their
+// pods and their controllers start them elsewhere.
+func (p *Plane) deleteOtherNodes(ctx context.Context) error {
+	nodes, err := p.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: localPlaneLabel + "=true"})
+	if err != nil {
+		return fmt.Errorf("localplane: %w", err)
+	}
+	for _, n := range nodes.Items {
+		if slices.Contains(p.Nodes, n.Name) || slices.Contains(p.RealNodes, n.Name) {
+			continue
+		}
+		if err := p.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("localplane: deleting node %s of an earlier run: %w", n.Name, err)
+		}
+		fmt.Fprintf(p.logFile, "localplane: deleted node %s, which this plane does not have\n", n.Name)
+	}
+	return nil
+}
+
+// setRuntimeTaints gives every real node the taint
+// realnode.RuntimeLabel=containerd:NoSchedule, or takes it away without
+// tainted. The kubelet registers a new Node with it or without
+// (realnode.Config.Tainted) but leaves an existing Node's taints alone:
+// an earlier run in the same state directory may have had process nodes
+// or not.
+func (p *Plane) setRuntimeTaints(ctx context.Context, tainted bool) error {
+	for _, name := range p.RealNodes {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := p.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(n.Spec.Taints, realnode.IsRuntimeTaint) == tainted {
+				return nil
+			}
+			if tainted {
+				n.Spec.Taints = append(n.Spec.Taints, realnode.RuntimeTaint)
+			} else {
+				n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, realnode.IsRuntimeTaint)
+			}
+			_, err = p.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("localplane: the taints of node %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // waitServiceAccount waits for the controller manager to create the

@@ -373,3 +373,71 @@ func mountsUnder(dir string) []string {
 	}
 	return out
 }
+
+// TestRealNodesOnly runs a plane of one real node and no process node
+// (Nodes 0) in the state directory of a plane that had a process node
+// beside it: the process node's Node is gone and the real node no longer
+// tainted, so a pod that does not opt in runs there, with a claim the
+// plane's provisioner binds; losing and restoring the node brings the pod
+// back.
+func TestRealNodesOnly(t *testing.T) {
+	dir := t.TempDir()
+	first, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), Nodes: 1, PodNetwork: true, RealNodes: 1})
+	if err != nil {
+		t.Fatalf("starting the local plane with a real node (needs root, `make tools` and `make images`): %v", err)
+	}
+	first.Stop()
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), PodNetwork: true, RealNodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	c, name := p.Client, "localplane-c1"
+	if len(p.Nodes) != 0 || p.NodeName != "" || len(p.RealNodes) != 1 || p.RealNodes[0] != name {
+		t.Fatalf("process nodes %v (first %q), real nodes %v; want none and [%s]", p.Nodes, p.NodeName, p.RealNodes, name)
+	}
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 1 || nodes.Items[0].Name != name || hasTaint(&nodes.Items[0], realnode.RuntimeLabel) {
+		for _, n := range nodes.Items {
+			t.Errorf("node %s, taints %v", n.Name, n.Spec.Taints)
+		}
+		t.Fatalf("want only %s, untainted", name)
+	}
+
+	if _, err := c.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := realPod("r", "")
+	pod.Spec.NodeSelector, pod.Spec.Tolerations = nil, nil
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := waitPod(ctx, t, c, "r", "Ready on the real node", isReady)
+	if r.Spec.NodeName != name {
+		t.Fatalf("pod r on node %q, want %s", r.Spec.NodeName, name)
+	}
+
+	lost := time.Now().Truncate(time.Second)
+	if err := p.LoseNode(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RestoreNode(name); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(ctx, t, c, "r", "running again and Ready", func(p *corev1.Pod) bool {
+		s := containerStatus(p, "redis")
+		return isReady(p) && s != nil && s.State.Running != nil && !s.State.Running.StartedAt.Time.Before(lost)
+	})
+}

@@ -5,8 +5,9 @@
 //	                [--real-nodes N [--registry HOST:PORT]]
 //	    Start the plane (N process nodes, default 3, in zones zone-a, -b,
 //	    -c; and N real nodes NAME-c1, ..., which pull images through the
-//	    registry, by default the one of `make images`) and run until SIGINT or SIGTERM, then stop every process
-//	    it started. Writes DIR/kubeconfig, DIR/localplane.pid, and
+//	    registry, by default the one of `make images`; --nodes 0 with real
+//	    nodes: real nodes only, untainted) and run until SIGINT or SIGTERM,
+//	    then stop every process it started. Writes DIR/kubeconfig, DIR/localplane.pid, and
 //	    DIR/ready once the plane is usable, and takes node commands on
 //	    DIR/control.sock.
 //	localplane node lose|restore --state-dir DIR NODE
@@ -76,10 +77,10 @@ func up(args []string) error {
 	stateDir := fs.String("state-dir", "", "directory for the plane's state (required)")
 	binDir := fs.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
 	nodeName := fs.String("node-name", localplane.DefaultNodeName, "name of the process node, or prefix of the nodes' names")
-	nodes := fs.Int("nodes", localplane.DefaultNodes, "number of process nodes")
+	nodes := fs.Int("nodes", localplane.DefaultNodes, "number of process nodes (0 with --real-nodes: none; without, the default)")
 	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) != "0",
 		"a network namespace per pod, kube-proxy and cluster DNS (default on; off with $"+localplane.PodNetworkEnv+"=0)")
-	realNodes := fs.Int("real-nodes", 0, "number of real nodes (the kubelet with containerd; tainted "+realnode.RuntimeLabel+"="+realnode.Runtime+":NoSchedule)")
+	realNodes := fs.Int("real-nodes", 0, "number of real nodes (the kubelet with containerd; tainted "+realnode.RuntimeLabel+"="+realnode.Runtime+":NoSchedule beside process nodes)")
 	registry := fs.String("registry", "", "host:port of the OCI registry (plain HTTP) real nodes pull images through (default: run the one `make images` fills)")
 	_ = fs.Parse(args)
 	if *stateDir == "" {

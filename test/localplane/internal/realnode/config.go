@@ -224,6 +224,10 @@ func cniConfig(name string, br podnet.Bridge, ipamDir string) ([]byte, error) {
 // kubeletConfiguration is the node's KubeletConfiguration (written as
 // YAML; only fields the kubelet v1.34 knows).
 func kubeletConfiguration(cfg Config, dir string, br podnet.Bridge, p ports, resolv, socket string) ([]byte, error) {
+	taints := []corev1.Taint{}
+	if cfg.Tainted {
+		taints = append(taints, RuntimeTaint)
+	}
 	return yaml.Marshal(map[string]any{
 		"apiVersion": "kubelet.config.k8s.io/v1beta1",
 		"kind":       "KubeletConfiguration",
@@ -270,9 +274,7 @@ func kubeletConfiguration(cfg Config, dir string, br podnet.Bridge, p ports, res
 		},
 		"serializeImagePulls":       false,
 		"nodeStatusUpdateFrequency": "10s",
-		"registerWithTaints": []corev1.Taint{{
-			Key: RuntimeLabel, Value: Runtime, Effect: corev1.TaintEffectNoSchedule,
-		}},
+		"registerWithTaints":        taints,
 	})
 }
 

@@ -27,6 +27,7 @@ func TestWriteConfig(t *testing.T) {
 	cfg := Config{
 		Name: "localplane-c1", Zone: "zone-a", StateDir: state, BinDir: "/bin", APIServer: "https://127.0.0.1:6443",
 		PKI: pki.Files{Dir: filepath.Join(state, "pki")}, Network: &podnet.Network{Gateway: "10.244.0.9"}, Registry: "127.0.0.1:5000",
+		Tainted: true,
 	}
 	br := podnet.Bridge{Name: "lpc3", Subnet: "10.244.195.0/24", Gateway: "10.244.195.1"}
 	f, err := writeConfig(cfg, br, ports{kubelet: 10250, healthz: 10248})
@@ -53,6 +54,15 @@ func TestWriteConfig(t *testing.T) {
 	}
 	if len(kc.RegisterWithTaints) != 1 || kc.RegisterWithTaints[0] != (corev1.Taint{Key: RuntimeLabel, Value: Runtime, Effect: corev1.TaintEffectNoSchedule}) {
 		t.Errorf("taints %v", kc.RegisterWithTaints)
+	}
+	// Without process nodes, nothing to keep apart from: no taint.
+	cfg.Tainted = false
+	if b, err = kubeletConfiguration(cfg, dir, br, ports{kubelet: 10250, healthz: 10248}, "", f.containerdSocket); err != nil {
+		t.Fatal(err)
+	}
+	var untainted kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(b, &untainted); err != nil || len(untainted.RegisterWithTaints) != 0 {
+		t.Errorf("an untainted node's taints %v (%v)", untainted.RegisterWithTaints, err)
 	}
 	for _, want := range []string{"--hostname-override=localplane-c1", "--node-ip=10.244.195.1", "--root-dir=" + filepath.Join(dir, "kubelet"),
 		"--node-labels=localplane.io/runtime=containerd,node.kubernetes.io/local-plane=true,topology.kubernetes.io/zone=zone-a"} {
