@@ -6,35 +6,39 @@
 #   hack/localplane.sh dev-up    start the plane and the operator in the background and return
 #   hack/localplane.sh dev-down  stop what dev-up started
 #
-# Needs root (pods get their own mount namespaces and users) and Go. The
-# first run installs missing Debian packages (hack/deps.sh) and builds the
-# Kubernetes binaries the plane runs into bin/ (hack/build-tools.sh, about 15
-# minutes on 2 cores). State lives in .localplane/<demo|dev>/ (LOCALPLANE_STATE_DIR
-# overrides it); dev-up keeps it across restarts, demo starts afresh.
+# Needs root (the real nodes run the kubelet and containerd) and Go. The
+# first run installs missing Debian packages (hack/deps.sh), builds the
+# Kubernetes binaries the plane runs into bin/ (hack/build-tools.sh, about
+# 15 minutes on 2 cores) and the images (hack/images.sh: Redis from Debian
+# packages, the operator from this checkout). State lives in
+# .localplane/<demo|dev>/ (LOCALPLANE_STATE_DIR overrides it); dev-up keeps
+# it across restarts, demo starts afresh.
 #
-# The operator serves its conversion and validating webhooks on
-# 127.0.0.1:9443 (LOCALPLANE_WEBHOOK_PORT) and its health probes on
-# 127.0.0.1:8081 (LOCALPLANE_PROBE_PORT); the API server calls the webhooks
-# at https://localhost:<port> (test/localplane/manifests/webhooks).
+# The plane has three real nodes and no process node (localplane up
+# --nodes 0 --real-nodes 3): every pod is a container that containerd runs
+# from its image. The operator is installed as users install it, from its
+# dev overlay (redis-operator manifests --overlay dev | kubectl apply), and
+# runs from its image (ghcr.io/redis-operator/redis-operator, which the
+# nodes pull from the plane's registry); the API server calls its webhooks
+# through their Service.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${BIN:-$ROOT/bin}
 EXAMPLE=$ROOT/examples/rediscluster.yaml
-# The CRD with its conversion webhook and the ValidatingWebhookConfiguration,
-# both with url clientConfigs on https://localhost:9443.
-WEBHOOK_MANIFESTS=$ROOT/test/localplane/manifests/webhooks
-WEBHOOK_PORT=${LOCALPLANE_WEBHOOK_PORT:-9443}
-PROBE_PORT=${LOCALPLANE_PROBE_PORT:-8081}
-# The operator's namespace: its self-managed webhook certificate Secret
-# lives there (the operator's default --webhook-namespace).
+# The plane of demo and dev-up: real nodes only.
+REAL_NODES=(--nodes 0 --real-nodes 3)
+# The install as the dev overlay renders it.
 OPERATOR_NAMESPACE=redis-operator-system
+OPERATOR_DEPLOYMENT=redis-operator-controller-manager
+OPERATOR_PODS=control-plane=controller-manager
+CRDS=(redisclusters.cache.redis.io redisclusterbackups.cache.redis.io redisclusterscheduledbackups.cache.redis.io)
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'localplane.sh: %s\n' "$*" >&2; exit 1; }
 
 setup() {
-  [ "$(id -u)" -eq 0 ] || die "run as root: pods run in their own mount namespaces as their own users"
+  [ "$(id -u)" -eq 0 ] || die "run as root: the real nodes run the kubelet and containerd"
   command -v go >/dev/null || die "Go 1.26 must be on the PATH"
   say "Debian packages"
   bash "$ROOT/hack/deps.sh"
@@ -48,34 +52,32 @@ setup() {
   bash "$ROOT/hack/heartbeat.sh" "building bin/redis-operator" go -C "$ROOT" build -o "$BIN/redis-operator" ./cmd/redis-operator
 }
 
-# start_plane DIR [detach]: starts `localplane up` on DIR and waits until it
-# is ready. Detached, it outlives this script (dev-up).
+# setup_real_nodes: what a plane of real nodes needs besides setup's: the
+# kubelet, and the images with the registry they go to (no-ops when up to
+# date).
+setup_real_nodes() {
+  bash "$ROOT/hack/build-tools.sh" kubelet
+  say "Images: pause, redis 7.0, redis 8.0, valkey 8.1 and the operator (first time: a few minutes)"
+  bash "$ROOT/hack/images.sh"
+}
+
+# start_plane DIR [detach [FLAG...]]: starts `localplane up` on DIR with
+# FLAGs and waits until it is ready. Detached, it outlives this script
+# (dev-up).
 start_plane() {
   local dir=$1 detach=${2:-}
+  shift $(($# < 2 ? $# : 2))
   mkdir -p "$dir/logs"
   say "Starting the local control plane in $dir"
   if [ -n "$detach" ]; then
-    setsid "$BIN/localplane" up --state-dir "$dir" --bin-dir "$BIN" >"$dir/logs/localplane.out" 2>&1 < /dev/null &
+    setsid "$BIN/localplane" up --state-dir "$dir" --bin-dir "$BIN" "$@" >"$dir/logs/localplane.out" 2>&1 < /dev/null &
   else
-    "$BIN/localplane" up --state-dir "$dir" --bin-dir "$BIN" >"$dir/logs/localplane.out" 2>&1 &
+    "$BIN/localplane" up --state-dir "$dir" --bin-dir "$BIN" "$@" >"$dir/logs/localplane.out" 2>&1 &
   fi
   PLANE_PID=$!
-  "$BIN/localplane" wait --state-dir "$dir" --timeout 3m || { cat "$dir/logs/localplane.out" >&2; return 1; }
+  "$BIN/localplane" wait --state-dir "$dir" --timeout 5m || { cat "$dir/logs/localplane.out" >&2; return 1; }
   export KUBECONFIG=$dir/kubeconfig
-  kubectl get nodes
-}
-
-install_crds() {
-  say "Installing the RedisCluster CRD and the webhooks (at https://localhost:$WEBHOOK_PORT)"
-  # The operator runs as a local process, not behind an in-cluster Service
-  # (Services have no endpoints on the plane): the API server calls it at
-  # https://localhost:<port>. The operator injects its CA into both objects;
-  # a server-side apply leaves that caBundle alone.
-  kubectl kustomize "$WEBHOOK_MANIFESTS" |
-    sed "s#https://localhost:9443/#https://localhost:$WEBHOOK_PORT/#" |
-    kubectl apply --server-side -f -
-  wait_established redisclusters.cache.redis.io 60
-  kubectl create namespace "$OPERATOR_NAMESPACE" --dry-run=client -o yaml | kubectl apply --server-side -f -
+  kubectl get nodes -o wide
 }
 
 # wait_established CRD [SECONDS]: polls until the CRD's Established
@@ -95,78 +97,59 @@ wait_established() {
   done
 }
 
-# start_operator DIR [detach]: runs the operator as a local process with
-# the plane's kubeconfig; its log is DIR/logs/operator.log.
-start_operator() {
-  local dir=$1 detach=${2:-}
-  say "Starting the operator (log: $dir/logs/operator.log)"
-  # Webhooks on loopback, with a self-managed certificate for localhost
-  # (the name in the webhooks' url clientConfigs).
-  local args=(--kubeconfig "$dir/kubeconfig" --leader-elect=false
-    --webhook-host=localhost --webhook-bind-address="127.0.0.1:$WEBHOOK_PORT"
-    --webhook-namespace="$OPERATOR_NAMESPACE"
-    --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$PROBE_PORT")
-  if [ -n "$detach" ]; then
-    setsid "$BIN/redis-operator" "${args[@]}" >"$dir/logs/operator.log" 2>&1 < /dev/null &
-  else
-    "$BIN/redis-operator" "${args[@]}" >"$dir/logs/operator.log" 2>&1 &
-  fi
-  OPERATOR_PID=$!
-  echo "$OPERATOR_PID" >"$dir/operator.pid"
-  wait_operator_ready "$dir"
+# operator_image prints the image the dev overlay's Deployment names.
+operator_image() {
+  "$BIN/redis-operator" manifests --overlay dev |
+    awk '/^kind: Deployment$/ { d = 1 } d && $1 == "image:" { print $2; exit }'
 }
 
-# readyz prints the HTTP status line of the operator's /readyz (bash's
-# /dev/tcp: no HTTP client needed).
-readyz() {
-  local line
-  exec 3<>"/dev/tcp/127.0.0.1/$PROBE_PORT" || return 1
-  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-  IFS= read -r -t 5 line <&3 || true
-  exec 3>&- 3<&-
-  printf '%s\n' "${line%$'\r'}"
-}
-
-# wait_operator_ready DIR: waits until the operator's /readyz passes (its
-# webhook certificate issued and its CA injected into the CRD and the
-# ValidatingWebhookConfiguration), then until the API server admits a
-# RedisCluster through both webhooks (a server-side dry run of the
-# example: validation, and conversion to the stored v1beta1).
-wait_operator_ready() {
-  local dir=$1 status=
-  say "Waiting for the operator's webhooks (readiness on 127.0.0.1:$PROBE_PORT/readyz)"
-  for _ in $(seq 240); do
-    kill -0 "$OPERATOR_PID" 2>/dev/null || { tail -20 "$dir/logs/operator.log" >&2; die "the operator exited at start"; }
-    status=$(readyz 2>/dev/null) || status=
-    case $status in *" 200"*) break ;; esac
-    sleep 0.5
+# refresh_operator_image DIR: dev-up resumes a plane whose nodes keep the
+# images they pulled, and the overlay's tag does not change with the code:
+# each node pulls the operator's image again (as `kind load` replaces it),
+# and when that changed the image of some node, the operator's pods are
+# deleted, so that its Deployment starts them from the image just built.
+refresh_operator_image() {
+  local dir=$1 image node sock before after changed=
+  image=$(operator_image)
+  for node in "$dir"/nodes/*/; do
+    sock=$node/run/containerd.sock
+    before=$(ctr -n k8s.io --address "$sock" images ls "name==$image" | awk 'NR == 2 { print $3 }')
+    ctr -n k8s.io --address "$sock" images pull --hosts-dir "$node/certs.d" "$image" >/dev/null ||
+      die "node $(basename "$node") could not pull $image"
+    after=$(ctr -n k8s.io --address "$sock" images ls "name==$image" | awk 'NR == 2 { print $3 }')
+    if [ -n "$before" ] && [ "$before" != "$after" ]; then changed=1; fi
   done
-  case $status in *" 200"*) ;; *)
-    tail -20 "$dir/logs/operator.log" >&2
-    die "the operator is not ready after 2 minutes (/readyz: ${status:-no answer})" ;;
-  esac
-  for _ in $(seq 60); do
+  if [ -n "$changed" ]; then
+    echo "The nodes had an older $image: restarting the operator's pods on the new one."
+    kubectl -n "$OPERATOR_NAMESPACE" delete pods -l "$OPERATOR_PODS" --wait=false
+  fi
+}
+
+# install_operator DIR: applies the dev overlay as a user does and waits
+# until the operator's Deployment has rolled out and the API server admits
+# a RedisCluster through its webhooks (a server-side dry run of the
+# example: the operator has issued its certificate and injected its CA).
+install_operator() {
+  local dir=$1 crd
+  say "Installing the operator: redis-operator manifests --overlay dev | kubectl apply --server-side -f -"
+  "$BIN/redis-operator" manifests --overlay dev | kubectl apply --server-side --force-conflicts -f -
+  for crd in "${CRDS[@]}"; do wait_established "$crd" 60; done
+  say "Waiting for the operator's pod (image $(operator_image)) and its webhooks"
+  if ! kubectl -n "$OPERATOR_NAMESPACE" rollout status "deployment/$OPERATOR_DEPLOYMENT" --timeout=5m; then
+    kubectl -n "$OPERATOR_NAMESPACE" describe pods -l "$OPERATOR_PODS" | tail -30 >&2
+    die "the operator's Deployment did not roll out"
+  fi
+  for _ in $(seq 240); do
     if kubectl apply --dry-run=server -f "$EXAMPLE" >/dev/null 2>"$dir/logs/webhook-check.err"; then
-      echo "The operator is ready; the API server reaches its webhooks."
+      kubectl -n "$OPERATOR_NAMESPACE" get pods -o wide
+      echo "The operator is ready; the API server reaches its webhooks through their Service."
       return 0
     fi
     sleep 0.5
   done
   cat "$dir/logs/webhook-check.err" >&2
+  kubectl -n "$OPERATOR_NAMESPACE" logs "deployment/$OPERATOR_DEPLOYMENT" --tail=20 >&2 || true
   die "the API server cannot reach the operator's webhooks"
-}
-
-# stop_operator DIR: SIGTERM to the operator recorded in DIR, SIGKILL after 30 s.
-stop_operator() {
-  local dir=$1 pid
-  [ -f "$dir/operator.pid" ] || return 0
-  pid=$(cat "$dir/operator.pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/operator.pid"
 }
 
 # first_pod_ip prints the IP of the example's first running Redis pod.
@@ -174,31 +157,46 @@ first_pod_ip() {
   kubectl get pods -l app.kubernetes.io/instance=example -o jsonpath='{.items[0].status.podIP}'
 }
 
+# show_runtime: the containers containerd runs on the node of the
+# example's first pod, and the server version inside each Redis pod.
+show_runtime() {
+  local dir=$1 pod node
+  node=$(kubectl get pods -l app.kubernetes.io/instance=example -o jsonpath='{.items[0].spec.nodeName}')
+  say "Containers on node $node, as its containerd lists them (ctr -n k8s.io containers ls)"
+  ctr -n k8s.io --address "$dir/nodes/$node/run/containerd.sock" containers ls
+  say "The server inside each pod (kubectl exec POD -c redis -- redis-cli INFO server | grep redis_version)"
+  for pod in $(kubectl get pods -l app.kubernetes.io/instance=example -o jsonpath='{.items[*].metadata.name}'); do
+    # The password from the pod's own Secret mount, through the
+    # environment: never on a command line.
+    printf '%s: %s\n' "$pod" "$(kubectl exec "$pod" -c redis -- sh -c \
+      'REDISCLI_AUTH=$(cat /etc/redis-auth/password) redis-cli -h "$POD_IP" INFO server' | tr -d '\r' | grep redis_version)"
+  done
+}
+
 demo() {
-  # Global: the EXIT trap runs after this function has returned.
+  # Global: the traps run after this function has returned.
   DEMO_DIR=${LOCALPLANE_STATE_DIR:-$ROOT/.localplane/demo}
   local dir=$DEMO_DIR
+  trap 'stopped_on_request "Ctrl-C"' INT TERM
   setup
+  setup_real_nodes
   if [ -f "$dir/localplane.pid" ]; then "$BIN/localplane" down --state-dir "$dir"; fi
   rm -rf "$dir"
   cleanup() {
     trap - INT TERM EXIT
-    say "Stopping the operator and the local plane"
-    stop_operator "$DEMO_DIR"
+    say "Stopping the local plane"
     "$BIN/localplane" down --state-dir "$DEMO_DIR"
     echo "Stopped; nothing is left running."
   }
   trap cleanup EXIT
-  trap 'stopped_on_request "Ctrl-C"' INT TERM
-  start_plane "$dir"
-  install_crds
-  start_operator "$dir"
+  start_plane "$dir" "" "${REAL_NODES[@]}"
+  install_operator "$dir"
 
   say "Creating the example RedisCluster (3 shards x 1 replica)"
   kubectl apply -f "$EXAMPLE"
   if ! kubectl wait --for=condition=Ready --timeout=10m rediscluster/example; then
     kubectl get rediscluster example -o yaml >&2 || true
-    tail -30 "$dir/logs/operator.log" >&2
+    kubectl -n "$OPERATOR_NAMESPACE" logs "deployment/$OPERATOR_DEPLOYMENT" --tail=30 >&2 || true
     die "the RedisCluster did not become Ready"
   fi
 
@@ -220,73 +218,72 @@ demo() {
   say "A write and a read through a cluster-aware client (redis-cli -c follows MOVED)"
   redis-cli -c -h "$ip" set demo:greeting "hello from the local plane"
   redis-cli -c -h "$ip" get demo:greeting
+  echo "(${SECONDS} s since the demo started)"
+  show_runtime "$dir"
 
   cat <<EOF
 
 The cluster is running. In another shell:
   export KUBECONFIG=$dir/kubeconfig PATH=$BIN:\$PATH   # bin/kubectl matches the API server
-  kubectl get redisclusters,pods
+  kubectl get redisclusters,pods -o wide
+  kubectl -n $OPERATOR_NAMESPACE logs deploy/$OPERATOR_DEPLOYMENT
   export REDISCLI_AUTH=\$(kubectl get secret example-auth -o jsonpath='{.data.password}' | base64 -d)
   redis-cli -c -h $ip            # any pod IP above works
-Logs: $dir/logs (operator.log, node.log, kube-apiserver.log, ...).
+Logs: $dir/logs (kube-apiserver.log, <node>-kubelet.log, <node>-containerd.log, ...).
 Press Ctrl-C to stop everything.
 EOF
   await_demo_end "$dir"
 }
 
 # stopped_on_request WHAT: the user stopped the demo (an interrupt is a
-# clean stop): stops the operator and the plane quietly (their output to
-# logs/stop.log), says so in one line and exits 0.
+# clean stop): stops the plane quietly (its output to logs/stop.log), says
+# so in one line and exits 0.
 stopped_on_request() {
   trap - INT TERM EXIT
   mkdir -p "$DEMO_DIR/logs"
-  stop_operator "$DEMO_DIR" >>"$DEMO_DIR/logs/stop.log" 2>&1 || true
-  "$BIN/localplane" down --state-dir "$DEMO_DIR" >>"$DEMO_DIR/logs/stop.log" 2>&1 || true
-  printf '\n%s: stopped everything the demo started (the operator, the local plane); nothing is left running.\n' "$1"
+  if [ -x "$BIN/localplane" ]; then
+    "$BIN/localplane" down --state-dir "$DEMO_DIR" >>"$DEMO_DIR/logs/stop.log" 2>&1 || true
+  fi
+  printf '\n%s: the demo stopped everything it started (the local plane, its nodes and pods); nothing is left running.\n' "$1"
   exit 0
 }
 
-# await_demo_end DIR: returns only by exiting, once the plane or the
-# operator has stopped. Both exit 0 only when told to stop (SIGINT or
-# SIGTERM): a Ctrl-C that reached them but not this shell (started with
-# SIGINT ignored, it cannot trap it) or a `localplane down` is a clean stop.
-# Any other exit is unexpected: an error naming the logs.
+# await_demo_end DIR: returns only by exiting, once the plane has stopped.
+# It exits 0 only when told to stop (SIGINT or SIGTERM): a Ctrl-C that
+# reached it but not this shell (started with SIGINT ignored, it cannot
+# trap it) or a `localplane down` is a clean stop. Any other exit is
+# unexpected: an error naming the logs.
 await_demo_end() {
-  local dir=$1 which pid status=0
-  while kill -0 "$PLANE_PID" 2>/dev/null && kill -0 "$OPERATOR_PID" 2>/dev/null; do sleep 1; done
-  if kill -0 "$PLANE_PID" 2>/dev/null; then
-    which="the operator" pid=$OPERATOR_PID
-  else
-    which="the local plane" pid=$PLANE_PID
-  fi
-  wait "$pid" 2>/dev/null || status=$?
-  if [ "$status" -eq 0 ]; then stopped_on_request "Stopped ($which was told to stop)"; fi
-  die "$which exited unexpectedly (status $status); see $dir/logs"
+  local dir=$1 status=0
+  wait "$PLANE_PID" 2>/dev/null || status=$?
+  if [ "$status" -eq 0 ]; then stopped_on_request "The local plane was told to stop"; fi
+  die "the local plane exited unexpectedly (status $status); see $dir/logs"
 }
 
 dev_up() {
   local dir=${LOCALPLANE_STATE_DIR:-$ROOT/.localplane/dev}
   setup
+  setup_real_nodes
   if "$BIN/localplane" wait --state-dir "$dir" --timeout 1s >/dev/null 2>&1; then
     die "a plane already runs in $dir; stop it with hack/localplane.sh dev-down"
   fi
-  start_plane "$dir" detach
-  install_crds
-  stop_operator "$dir"
-  start_operator "$dir" detach
+  start_plane "$dir" detach "${REAL_NODES[@]}"
+  refresh_operator_image "$dir"
+  install_operator "$dir"
   cat <<EOF
 
 The local plane and the operator run in the background.
   export KUBECONFIG=$dir/kubeconfig PATH=$BIN:\$PATH   # bin/kubectl matches the API server
   kubectl apply -f examples/rediscluster.yaml
   kubectl get redisclusters,pods -o wide
-Logs: $dir/logs. Stop with: make dev-down (or hack/localplane.sh dev-down).
+Logs: $dir/logs; the operator's: kubectl -n $OPERATOR_NAMESPACE logs deploy/$OPERATOR_DEPLOYMENT.
+After a change to the operator: make dev-down dev-up (its image is rebuilt and its pod restarted).
+Stop with: make dev-down (or hack/localplane.sh dev-down).
 EOF
 }
 
 dev_down() {
   local dir=${LOCALPLANE_STATE_DIR:-$ROOT/.localplane/dev}
-  stop_operator "$dir"
   if [ -x "$BIN/localplane" ]; then
     "$BIN/localplane" down --state-dir "$dir"
   else
@@ -298,7 +295,19 @@ dev_down() {
 # Sourced (hack/gitops-demo.sh), it only defines the functions above.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   case ${1:-} in
-    demo) demo ;;
+    demo)
+      if [ -t 0 ] && [ -z "${LOCALPLANE_DEMO_JOB:-}" ]; then
+        # Ctrl-C interrupts the terminal's foreground process group: with
+        # make's own, make would end by it (status 130) whatever the demo
+        # does. With job control, the demo runs as a job of its own that
+        # takes the terminal: Ctrl-C reaches only it, and its clean stop
+        # is everyone's exit status.
+        set -m
+        LOCALPLANE_DEMO_JOB=1 bash "${BASH_SOURCE[0]}" demo
+      else
+        demo
+      fi
+      ;;
     dev-up) dev_up ;;
     dev-down) dev_down ;;
     *) echo "usage: $0 demo|dev-up|dev-down" >&2; exit 2 ;;
