@@ -76,7 +76,7 @@
 // formed, configured live and by a rolling restart, scaled out and failed
 // over under WAIT writes, and a 7.0 → 8.0 rolling upgrade),
 // TestRealPodsLimits (on real pods under WAIT writes: a master's
-// redis-server OOM-killed by the kernel at a 64Mi limit, restarted by the
+// redis-server OOM-killed by the kernel at a 256Mi limit, restarted by the
 // kubelet with its replica taking over and the operator's OOMKilled event;
 // a SIGSTOPped replica whose accept queue fills fails its TCP liveness
 // probe and is restarted; pods limited to 100m of CPU form and scale out
@@ -121,6 +121,10 @@
 // (stopOperator, killOperator: its Deployment scaled to 0, its process
 // signalled), install their own (removeOperator), drain or lose nodes, or
 // add iptables rules run one at a time, before the side-by-side group.
+// So do the real-pod tests (TestRealPods, TestRealPodsLimits), whose
+// scenarios run side by side with each other only: every exec probe of a
+// real pod is a runc exec, and beside the side-by-side group they loaded
+// two cores until the kubelets' probes timed out.
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):
