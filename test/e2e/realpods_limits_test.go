@@ -39,7 +39,7 @@ const limitsImage = "redis:7.0.15"
 // scale out, moving keys.
 func TestRealPodsLimits(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	// Not side by side with the other tests, as TestRealPods (doc.go).
 
 	t.Run("master-oom-killed", func(t *testing.T) {
 		t.Parallel()
