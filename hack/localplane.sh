@@ -256,7 +256,7 @@ stopped_on_request() {
 await_demo_end() {
   local dir=$1 status=0
   wait "$PLANE_PID" 2>/dev/null || status=$?
-  if [ "$status" -eq 0 ]; then stopped_on_request "The local plane was told to stop"; fi
+  if [ "$status" -eq 0 ]; then stopped_on_request "Ctrl-C (or localplane down)"; fi
   die "the local plane exited unexpectedly (status $status); see $dir/logs"
 }
 
