@@ -152,7 +152,7 @@ func (c *cluster) loseMaster(shard int, lose func(pod, ip string), hung bool) {
 			t.Errorf("topology work on slots after the master was lost: %s", e.Message)
 		}
 	}
-	if out := r.failuresOutside(start, ready); len(out) > 0 {
+	if out := r.failuresOutside(start, c.staleRoutingEnd(ready)); len(out) > 0 {
 		t.Errorf("%d writes failed outside the failover window (first: %s at %s)", len(out), out[0].err, out[0].at.Format("15:04:05.000"))
 	}
 	t.Logf("recovered in %.0fs; %s", ready.Sub(start).Seconds(), r)

@@ -32,6 +32,24 @@ func onRealNodes(rc *cachev1beta1.RedisCluster) {
 	})
 }
 
+// staleRoutingEnd is until when, after a disruption that ended at ready,
+// a write may still fail because of it. On the process nodes, ready: a
+// dial to a pod address that went away fails at once there. On real
+// nodes, ready plus writeTimeout: pods come back with new addresses, and a
+// client whose slot map still names an old one (go-redis reloads it only
+// after an error) waits for its dial timeouts, as on any real network,
+// where nothing refuses a connection to an address nobody holds.
+func (c *cluster) staleRoutingEnd(ready time.Time) time.Time {
+	for _, p := range c.pods() {
+		var node corev1.Node
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, &node); err == nil &&
+			node.Labels[runtimeLabel] == runtimeValue {
+			return ready.Add(writeTimeout)
+		}
+	}
+	return ready
+}
+
 // server is one server of the version matrix: an image as users write it
 // and what the server itself must report.
 type server struct {

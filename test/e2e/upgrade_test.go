@@ -128,7 +128,7 @@ func (c *cluster) rollingUpdate(t *testing.T, prefix string, mutate func(*cachev
 	if len(r.Failed)*100 >= r.Attempts {
 		t.Errorf("%s: 1%% or more of the writes failed", r)
 	}
-	if out := r.failuresOutside(changed, ready); len(out) > 0 {
+	if out := r.failuresOutside(changed, c.staleRoutingEnd(ready)); len(out) > 0 {
 		t.Errorf("%d writes failed outside the roll (first: %s at %s)", len(out), out[0].err, out[0].at.Format("15:04:05.000"))
 	}
 	t.Logf("roll took %.0fs; %s", ready.Sub(changed).Seconds(), r)

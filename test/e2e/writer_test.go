@@ -48,8 +48,11 @@ type writer struct {
 	done   chan struct{}
 }
 
+// writeTimeout bounds one write with its retries.
+const writeTimeout = 15 * time.Second
+
 // writeFailure is one write the client gave up on: it was sent at
-// started and given up at at (after its retries or its 15 s timeout).
+// started and given up at at (after its retries or writeTimeout).
 type writeFailure struct {
 	started time.Time
 	at      time.Time
@@ -88,7 +91,7 @@ func (w *writer) run() {
 		default:
 		}
 		started := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		var err error
 		if w.opts.Wait {
 			err = w.writeWaited(ctx, w.key(i), w.value(i))
