@@ -60,8 +60,8 @@ api-docs: ## Generate the API reference (docs/reference/v1beta1.md, v1alpha1.md)
 	done
 
 .PHONY: docs
-docs: api-docs ## Build the documentation site from docs/ (mkdocs.yml) into site/, strict: a broken link, a missing page or any warning fails.
-	mkdocs build --strict --site-dir $(CURDIR)/site
+docs: api-docs ## Build the documentation site from docs/ (mkdocs.yml) into _site/, strict: a broken link, a missing page or any warning fails.
+	mkdocs build --strict --site-dir $(CURDIR)/_site
 
 .PHONY: build
 build: ## Build the operator binary into bin/.
@@ -69,7 +69,7 @@ build: ## Build the operator binary into bin/.
 
 .PHONY: unit
 unit: ## Unit and envtest suites of the main module.
-	go test ./... -count=1
+	go test ./... -count=1 -timeout 20m
 
 .PHONY: modules
 modules: ## Vet and test the separate test modules (test Vault server, local control plane, Argo CD's own Lua VM).
