@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +36,7 @@ import (
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 	"github.com/redis-operator/redis-operator/controllers/backup"
+	"github.com/redis-operator/redis-operator/test/apiwarnings"
 	"github.com/redis-operator/redis-operator/webhooks"
 )
 
@@ -260,7 +260,7 @@ func TestEveryYAMLThroughTheWebhooks(t *testing.T) {
 					continue
 				}
 				applied++
-				if w := warned.take(); len(w) > 0 {
+				if w := warned.Take(); len(w) > 0 {
 					t.Errorf("%s %s: the API server warns: %q", o.GetKind(), o.GetName(), w)
 				}
 				// Then for real, so that a later block of the page may
@@ -269,7 +269,7 @@ func TestEveryYAMLThroughTheWebhooks(t *testing.T) {
 					client.FieldOwner("docs-test"), client.ForceOwnership); err != nil {
 					t.Errorf("%s %s: creating it after its dry run: %v", o.GetKind(), o.GetName(), err)
 				}
-				warned.take()
+				warned.Take()
 			}
 		})
 	}
@@ -285,32 +285,12 @@ func ensureNamespace(t *testing.T, c client.Client, name string) {
 	}
 }
 
-// warnings keeps the warning headers the API server returns.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
-
 // startAPIServer starts kube-apiserver and etcd (envtest, the binaries
 // `make tools` builds into bin/) with the CRDs of kustomize/base and
 // kustomize/testdata/crds, and a manager serving the webhooks of package
 // webhooks as the operator does with its default flags; it stops them when
 // the test ends.
-func startAPIServer(t *testing.T) (client.Client, *warnings) {
+func startAPIServer(t *testing.T) (client.Client, *apiwarnings.Collector) {
 	t.Helper()
 	root := ".."
 	scheme := runtime.NewScheme()
@@ -389,7 +369,7 @@ func startAPIServer(t *testing.T) (client.Client, *warnings) {
 		}
 	}
 
-	w := &warnings{}
+	w := &apiwarnings.Collector{}
 	clientCfg := rest.CopyConfig(cfg)
 	clientCfg.WarningHandlerWithContext = w
 	c, err := client.New(clientCfg, client.Options{Scheme: scheme})

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,38 +15,19 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/redis-operator/redis-operator/test/apiwarnings"
 )
 
 // fieldOwner is the field manager of the tests' applies.
 const fieldOwner = "kustomize-test"
-
-// warnings collects the API server's warning headers (deprecated APIs,
-// Pod Security warnings on workload templates, unknown fields).
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
 
 // startAPIServer starts kube-apiserver and etcd (envtest, with the binaries
 // `make tools` builds into bin/) with our CRD and the third-party CRDs of
 // the kinds our components create (testdata/crds: the Prometheus
 // Operator's ServiceMonitor and PrometheusRule, cert-manager's Certificate
 // and Issuer).
-func startAPIServer(t *testing.T) (client.Client, *warnings) {
+func startAPIServer(t *testing.T) (client.Client, *apiwarnings.Collector) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		abs, err := filepath.Abs(filepath.Join("..", "bin"))
@@ -69,7 +49,7 @@ func startAPIServer(t *testing.T) (client.Client, *warnings) {
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
-	w := &warnings{}
+	w := &apiwarnings.Collector{}
 	cfg.WarningHandlerWithContext = w
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
@@ -118,7 +98,7 @@ func TestServerSideDryRun(t *testing.T) {
 					t.Errorf("%s %s: the dry run returned no server-side object", o.GetKind(), o.GetName())
 				}
 			}
-			if w := warned.take(); len(w) > 0 {
+			if w := warned.Take(); len(w) > 0 {
 				t.Errorf("API server warnings:\n%s", strings.Join(w, "\n"))
 			}
 			// A dry run stores nothing.
@@ -141,7 +121,7 @@ func TestServerSideDryRun(t *testing.T) {
 				}
 			}
 		}
-		if w := warned.take(); len(w) > 0 {
+		if w := warned.Take(); len(w) > 0 {
 			t.Errorf("API server warnings:\n%s", strings.Join(w, "\n"))
 		}
 	})
@@ -164,7 +144,7 @@ func TestServerSideDryRun(t *testing.T) {
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "restricted") {
 			t.Errorf("a pod without runAsNonRoot: %v, want a Pod Security (restricted) rejection", err)
 		}
-		warned.take()
+		warned.Take()
 	})
 
 	// The dry run catches schema errors: a misspelt field and a wrong type,
@@ -198,7 +178,7 @@ func TestServerSideDryRun(t *testing.T) {
 				t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.field)
 			}
 		}
-		warned.take()
+		warned.Take()
 	})
 }
 

@@ -35,6 +35,7 @@ import (
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/test/apiwarnings"
 )
 
 // apiserver is a real kube-apiserver (envtest, binaries from bin/) with the
@@ -47,7 +48,7 @@ var apiserver struct {
 	env      *envtest.Environment
 	cfg      *rest.Config
 	scheme   *runtime.Scheme
-	warnings *warningCollector
+	warnings *apiwarnings.Collector
 	client   client.WithWatch
 	stop     context.CancelFunc
 	done     chan error
@@ -65,26 +66,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// warningCollector keeps the admission warnings the API server returns.
-type warningCollector struct {
-	mu       sync.Mutex
-	warnings []string
-}
-
-func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.warnings = append(w.warnings, text)
-}
-
-func (w *warningCollector) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.warnings
-	w.warnings = nil
-	return out
 }
 
 // startAPIServer starts (once) the API server and the webhook manager.
@@ -158,9 +139,9 @@ func doStartAPIServer() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	apiserver.warnings = &warningCollector{}
+	apiserver.warnings = &apiwarnings.Collector{}
 	clientCfg := rest.CopyConfig(cfg)
-	clientCfg.WarningHandler = apiserver.warnings
+	clientCfg.WarningHandlerWithContext = apiserver.warnings
 	c, err := client.NewWithWatch(clientCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
@@ -522,12 +503,12 @@ func TestValidationThroughAPIServer(t *testing.T) {
 	if err := c.Create(ctx, big); err != nil {
 		t.Fatal(err)
 	}
-	apiserver.warnings.take()
+	apiserver.warnings.Take()
 	big.Spec.Shards = 3
 	if err := c.Update(ctx, big); err != nil {
 		t.Fatalf("scale-in rejected: %v", err)
 	}
-	warnings := apiserver.warnings.take()
+	warnings := apiserver.warnings.Take()
 	if !hasCause(warnings, "spec.shards: scaling in from 8 to 3 shards removes 5 at once") {
 		t.Fatalf("scale-in warnings %q", warnings)
 	}
