@@ -4,7 +4,8 @@
 # names (ci, the default: what make test runs; all: every scenario), keeps
 # the whole output in LOG and prints as it goes only each scenario's start
 # and end lines (`e2e: <scenario> start`, `e2e: <scenario> <s>s ok|FAIL|skip`)
-# and the test's own lines; on a failure it prints the last 150 lines of LOG.
+# and the test's own lines; on a failure it prints the last 150 lines of LOG
+# and then, for each failed test, the last 40 lines it printed.
 # It always ends with the suite's summary line, `e2e: N passed, N failed, N
 # skipped (tier T)`; when the test binary did not get to print it (a panic,
 # the -timeout, a build failure) it counts the same from LOG, a scenario
@@ -34,6 +35,22 @@ rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then
   echo "e2e failed; the last lines of $log:"
   tail -150 "$log"
+  # What each failed test printed (its t.Log and t.Error lines, attributed by
+  # go test -v's === RUN/CONT/NAME headers), last 40 lines per test, so the
+  # cause is in the tail of the output even when the run was long.
+  echo "e2e: what the failed tests printed:"
+  awk '
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+    /^ *--- (FAIL|PASS|SKIP): / { cur = $3; if ($2 == "FAIL:") failed[$3] = 1; next }
+    /_test\.go:[0-9]+:/ && cur != "" { n[cur]++; line[cur, n[cur]] = $0 }
+    END {
+      for (t in failed) {
+        if (!n[t]) continue
+        print "--- " t
+        from = n[t] > 40 ? n[t] - 39 : 1
+        for (i = from; i <= n[t]; i++) print line[t, i]
+      }
+    }' "$log"
 fi
 
 # The summary, last, where CI reads it.
