@@ -261,7 +261,7 @@ func TestInterruptedMigrationKillTarget(t *testing.T) {
 	for _, scaleIn := range []bool{false, true} {
 		t.Run(map[bool]string{false: "scale-out", true: "scale-in"}[scaleIn], func(t *testing.T) {
 			// The full pace although loading the dataset just made the nodes busy (the
-			// gentle pace moves one slot per round): the kill must land inside a round.
+			// serving pace moves 8 slots per round): the kill must land inside a round.
 			c := newTestCluster(t, redistest.Options{AppendFsyncAlways: true},
 				Options{MigrateSlotsPerRound: 1024, MigrateBatch: 50, MigrateServingOps: math.MaxInt64})
 			all := c.addShards(map[bool]int{false: 3, true: 4}[scaleIn], 1)

@@ -284,7 +284,7 @@ func (e *Engine) stabilize(ctx context.Context, c *conns, view *ClusterView, n *
 		if err := e.bindUnbound(ctx, c, n, t, slots); err != nil {
 			return err
 		}
-		if _, err := e.drainKeys(ctx, c, n, t, slots, nil, e.opts.MigrateRoundBytes); err != nil {
+		if _, err := e.drainKeys(ctx, c, n, t, slots, nil, newChunkSizer(migratePace{roundBytes: e.opts.MigrateRoundBytes}, e.opts.MigrateBatchBytes, e.opts.MigrateRoundBytes)); err != nil {
 			return err
 		}
 	}
@@ -353,7 +353,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // may share a target, so a scale-out that fills one new master from every other master runs
 // those moves side by side (each slot keeps its own MIGRATING/IMPORTING pair, and a master
 // may import several slots from different sources at once: CLUSTER SETSLOT docs). When a
-// node the moves touch serves clients, they run at the gentle pace instead (Engine.pace).
+// node the moves touch serves clients, they run at the serving pace instead (Engine.pace).
 func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, moves []Step, tr *tracker) error {
 	total := 0
 	for _, m := range moves {
@@ -363,7 +363,7 @@ func (e *Engine) runMoves(ctx context.Context, c *conns, view *ClusterView, move
 	serving := e.servingClients(ctx, c, view, moves)
 	pace := e.pace(serving)
 	if len(serving) > 0 {
-		e.log.Info("Moving slots one at a time: nodes serve clients", "nodes", serving)
+		e.log.Info("Moving slots at the serving pace: nodes serve clients", "nodes", serving)
 	}
 	var (
 		mu      sync.Mutex

@@ -33,11 +33,11 @@ func (e *Engine) migrateTimeout(n, t *NodeView) time.Duration {
 // drainKeys moves every key of slots from n to t and returns the number of keys moved. Each
 // pass reads up to MigrateBatch key names per slot (pipelined CLUSTER GETKEYSINSLOT) and
 // their sizes (pipelined MEMORY USAGE), cuts them into MIGRATE ... KEYS batches of at most
-// MigrateBatch keys and MigrateBatchBytes bytes (a larger key goes alone), and sends the
-// batches pipelined in chunks of at most roundBytes (a chunk holds one batch at least): the
-// source runs a chunk's MIGRATEs back to back in its event loop, so the chunk bounds how
-// long it serves nobody else. ctx is checked between chunks; commands run to completion
-// once sent.
+// MigrateBatch keys and the sizer's batch bytes (a larger key goes alone), and sends the
+// batches pipelined in chunks of at most the sizer's chunk bytes (a chunk holds one batch at
+// least), telling the sizer how long each took: the source runs a chunk's MIGRATEs back to
+// back in its event loop, so the chunk bounds how long it serves nobody else. ctx is checked
+// between chunks; commands run to completion once sent.
 //
 // MIGRATE runs without REPLACE, so a key that already exists on t is never overwritten
 // blindly: Redis answers BUSYKEY for it (the other keys of the batch still move), and
@@ -46,7 +46,7 @@ func (e *Engine) migrateTimeout(n, t *NodeView) time.Duration {
 //
 // first, when not nil, holds the CLUSTER GETKEYSINSLOT replies for slots already read (the
 // caller pipelined them with its own commands) and serves the first pass.
-func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots []int, first []*redis.StringSliceCmd, roundBytes int64) (int64, error) {
+func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots []int, first []*redis.StringSliceCmd, sizer *chunkSizer) (int64, error) {
 	host, port, err := net.SplitHostPort(t.Endpoint.Addr)
 	if err != nil {
 		return 0, err
@@ -59,7 +59,8 @@ func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots 
 		if err := ctx.Err(); err != nil {
 			return moved, err
 		}
-		batches, next, err := e.scanBatches(ctx, cl, n, pending, first)
+		_, batchBytes := sizer.size()
+		batches, next, err := e.scanBatches(ctx, cl, n, pending, first, batchBytes)
 		first = nil
 		if err != nil {
 			return moved, err
@@ -68,14 +69,17 @@ func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots 
 			if err := ctx.Err(); err != nil {
 				return moved, err
 			}
+			chunkBytes, _ := sizer.size()
 			k, bytes := 1, batches[0].bytes
-			for k < len(batches) && bytes+batches[k].bytes <= roundBytes {
+			for k < len(batches) && bytes+batches[k].bytes <= chunkBytes {
 				bytes += batches[k].bytes
 				k++
 			}
 			chunk := batches[:k]
 			batches = batches[k:]
+			sent := time.Now()
 			keys, busy, err := e.migrateChunk(ctx, cl, n, t, host, port, timeout, chunk, false)
+			sizer.observe(bytes, time.Since(sent))
 			moved += keys
 			if err != nil {
 				return moved, err
@@ -97,9 +101,9 @@ func (e *Engine) drainKeys(ctx context.Context, c *conns, n, t *NodeView, slots 
 }
 
 // scanBatches reads up to MigrateBatch key names of each slot (unless gets holds them
-// already) and their MEMORY USAGE, and cuts them into batches. next lists the slots that
-// returned a full batch of names.
-func (e *Engine) scanBatches(ctx context.Context, cl *redis.Client, n *NodeView, slots []int, gets []*redis.StringSliceCmd) ([]migrateBatch, []int, error) {
+// already) and their MEMORY USAGE, and cuts them into batches of at most batchBytes (a
+// larger key alone). next lists the slots that returned a full batch of names.
+func (e *Engine) scanBatches(ctx context.Context, cl *redis.Client, n *NodeView, slots []int, gets []*redis.StringSliceCmd, batchBytes int64) ([]migrateBatch, []int, error) {
 	cctx, cancel := e.cmdCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	batch := e.opts.MigrateBatch
@@ -130,7 +134,7 @@ func (e *Engine) scanBatches(ctx context.Context, cl *redis.Client, n *NodeView,
 		var cur *migrateBatch
 		for j, k := range g.Val() {
 			size := sizes[i][j].Val()
-			if cur == nil || len(cur.keys) >= batch || (len(cur.keys) > 0 && cur.bytes+size > e.opts.MigrateBatchBytes) {
+			if cur == nil || len(cur.keys) >= batch || (len(cur.keys) > 0 && cur.bytes+size > batchBytes) {
 				out = append(out, migrateBatch{slot: slots[i]})
 				cur = &out[len(out)-1]
 			}

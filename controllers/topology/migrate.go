@@ -38,9 +38,10 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		return err
 	}
 	m := &move{c: c, src: src, dst: dst, srcSelf: srcSelf, dstSelf: dstSelf,
-		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), pace: pace}
+		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), pace: pace,
+		chunks: newChunkSizer(pace, e.opts.MigrateBatchBytes, e.opts.MigrateRoundBytes)}
 	// Telling the other masters is optional (gossip spreads it too): at the full pace it
-	// overlaps the next round instead of delaying it; at the gentle pace it comes between
+	// overlaps the next round instead of delaying it; at the serving pace it comes between
 	// rounds, so the nodes never serve two of the move's commands at once.
 	var announced sync.WaitGroup
 	defer announced.Wait()
@@ -99,6 +100,7 @@ type move struct {
 	srcSelf, dstSelf *NodeRecord
 	srcOwns, dstOwns SlotSet
 	pace             migratePace
+	chunks           *chunkSizer // MIGRATE chunk and batch bytes, adapted at the serving pace
 }
 
 func (m *move) clients() (*redis.Client, *redis.Client) {
@@ -139,7 +141,7 @@ func (e *Engine) moveRound(ctx context.Context, m *move, round []int) (int64, []
 	if err := execPipe(cctx, pipe, m.src.Endpoint.Name); err != nil {
 		return 0, nil, err
 	}
-	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets, m.pace.roundBytes)
+	keys, err := e.drainKeys(ctx, m.c, m.src, m.dst, round, gets, m.chunks)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			more, finished, serr := e.settleRound(ctx, m, round)
@@ -202,7 +204,7 @@ func (e *Engine) finishSlots(ctx context.Context, m *move, slots []int) (int64, 
 		if len(again) == 0 {
 			break
 		}
-		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil, m.pace.roundBytes)
+		more, err := e.drainKeys(ctx, m.c, m.src, m.dst, again, nil, m.chunks)
 		keys += more
 		if err != nil {
 			return keys, err
@@ -246,7 +248,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		"finishing", FormatRanges(RangesOf(finish)), "rollingBack", FormatRanges(RangesOf(back)))
 	var keys int64
 	if len(finish) > 0 {
-		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil, m.pace.roundBytes)
+		moved, err := e.drainKeys(sctx, m.c, m.src, m.dst, finish, nil, m.chunks)
 		keys += moved
 		if err != nil {
 			return keys, nil, err
@@ -261,7 +263,7 @@ func (e *Engine) settleRound(ctx context.Context, m *move, round []int) (int64, 
 		if err := e.setStable(sctx, dstCl, m.dst.Endpoint.Name, back); err != nil {
 			return keys, finish, err
 		}
-		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil, m.pace.roundBytes); err != nil {
+		if _, err := e.drainKeys(sctx, m.c, m.dst, m.src, back, nil, m.chunks); err != nil {
 			return keys, finish, err
 		}
 		if err := e.setStable(sctx, srcCl, m.src.Endpoint.Name, back); err != nil {

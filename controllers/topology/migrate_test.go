@@ -300,7 +300,7 @@ func TestMigrationCancelMidRound(t *testing.T) {
 // source's share (rounds of MigrateSlotsPerRound there), and a writer adds keys all over
 // while the slots move, so some land in slots counted empty, in a big round. Every key
 // arrives with its value, every acknowledged write is readable, no slot stays open, and the
-// cluster has its 3-master shape. (The writer would make the engine take the gentle pace;
+// cluster has its 3-master shape. (The writer would make the engine take the serving pace;
 // MigrateServingOps is raised so that it does not.)
 func TestMigrateEmptyRunsMeetKeys(t *testing.T) {
 	c := newTestCluster(t, redistest.Options{}, Options{MigrateServingOps: 1 << 40})

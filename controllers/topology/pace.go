@@ -16,27 +16,91 @@ type migratePace struct {
 	slotsPerRound int // slots one move handles together (SETSLOT, GETKEYSINSLOT pipelined)
 	// emptyRoundsUpTo is how many slots that held no key when counted one round takes
 	// (moveSlots): an empty slot costs a few small SETSLOTs, and the round trips are what a
-	// busy machine slows. At most slotsPerRound (no count) at the gentle pace.
+	// busy machine slows. At most slotsPerRound (no count) at the serving pace.
 	emptyRoundsUpTo int
 	roundBytes      int64 // MIGRATE bytes pipelined to a source at once; a chunk holds one batch at least
+	// chunkTime, when set, makes roundBytes only the first chunk's size: each move then sizes
+	// its chunks (and its MIGRATE batches) by how long the source took to run the previous
+	// one (chunkSizer), so that a source serving clients is kept from them about this long at
+	// a time.
+	chunkTime time.Duration
 	// overlapAnnounce tells the other masters a round's new owner while the next round runs.
 	overlapAnnounce bool
 }
 
 // pace is the pace of moves: as fast as Options allow (MigrateParallel, MigrateSlotsPerRound,
-// MigrateRoundBytes) while no node they touch serves clients, and otherwise gentle, as
-// redis-cli --cluster rebalance moves: one move at a time, one slot per round, one MIGRATE in
-// flight and the other masters told between rounds, so that a client's command waits behind
-// one small command at most. Measured on 2 quiet cores under 5 000 writes/s of 100 B
-// (BenchmarkReshardUnderLoad, 200 000 keys): 3→4 masters took 5.1 s with write p99 2.1 ms
-// against redis-cli's 5.5 s and 2.6 ms (0.9 s and 9 ms at the full pace); 4→8 took 12.4 s,
-// p99 2.4 ms, against 17.0 s and 2.7 ms (2.1 s and 18 ms at the full pace).
+// MigrateRoundBytes) while no node they touch serves clients, and otherwise the serving pace.
+// What a client of a source waits for is the source's event loop: it runs one connection's
+// pipelined commands back to back, and a MIGRATE holds it until the target stored the keys.
+// So at the serving pace the moves still run side by side (each source in one move at a
+// time, every source then busy with its own slots: the work spreads instead of queueing),
+// but each round handles servingSlotsPerRound slots, and each chunk of MIGRATEs is sized by
+// how long the source took to run the previous one (chunkSizer, servingChunkTime), starting
+// at servingRoundBytes; the other masters are told a round's owner between rounds. The
+// former gentle pace, redis-cli's (one move at a time, one slot per round, one MIGRATE in
+// flight), measured on 2 quiet cores under 5 000 writes/s of 100 B (BenchmarkReshardUnderLoad,
+// 200 000 keys), took 5.1 s for 3→4 masters against redis-cli's 5.5 s, and 12.4 s for 4→8
+// against 17.0 s; the full pace 0.9 s and 2.1 s, with a write p99 of 9 and 18 ms.
 func (e *Engine) pace(serving []string) migratePace {
 	if len(serving) > 0 {
-		return migratePace{parallel: 1, slotsPerRound: 1, emptyRoundsUpTo: 1, roundBytes: 1}
+		return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: servingSlotsPerRound,
+			emptyRoundsUpTo: servingSlotsPerRound, roundBytes: min(servingRoundBytes, e.opts.MigrateRoundBytes),
+			chunkTime: servingChunkTime}
 	}
 	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
 		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
+}
+
+// The serving pace (Engine.pace): slots per round, the first chunk's MIGRATE bytes, and how
+// long one chunk should keep a source from its clients.
+const (
+	servingSlotsPerRound = 8
+	servingRoundBytes    = 32 << 10
+	servingChunkTime     = time.Millisecond
+)
+
+// chunkSizer sizes one move's MIGRATE chunks (drainKeys): the bytes pipelined to the source
+// at once, and the bound of one MIGRATE ... KEYS batch (Options.MigrateBatchBytes, lowered to
+// the chunk's size). With a target time (migratePace.chunkTime) it adapts to what the source
+// shows: a chunk that took longer than the target halves the next one (never below one
+// batch of one key), one that took under a quarter of it doubles it (up to
+// Options.MigrateRoundBytes). Safe for concurrent use.
+type chunkSizer struct {
+	mu          sync.Mutex
+	bytes, most int64
+	batchBytes  int64
+	target      time.Duration
+}
+
+// newChunkSizer returns the sizer of one move at pace p; batchBytes is
+// Options.MigrateBatchBytes, most Options.MigrateRoundBytes.
+func newChunkSizer(p migratePace, batchBytes, most int64) *chunkSizer {
+	return &chunkSizer{bytes: max(p.roundBytes, 1), most: max(most, p.roundBytes, 1), batchBytes: batchBytes, target: p.chunkTime}
+}
+
+// size returns the bytes of the next chunk and the bound of one batch in it.
+func (s *chunkSizer) size() (chunk, batch int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.target == 0 {
+		return s.bytes, s.batchBytes
+	}
+	return s.bytes, min(s.batchBytes, s.bytes)
+}
+
+// observe records that a chunk of bytes took took on the source (its pipeline's round trip).
+func (s *chunkSizer) observe(bytes int64, took time.Duration) {
+	if s.target == 0 || bytes <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case took > s.target:
+		s.bytes = max(s.bytes/2, 1)
+	case took < s.target/4 && bytes >= s.bytes/2:
+		s.bytes = min(s.bytes*2, s.most)
+	}
 }
 
 // emptyRoundGrowth is how many times MigrateSlotsPerRound one round of empty slots may

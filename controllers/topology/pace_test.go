@@ -11,7 +11,7 @@ import (
 )
 
 // A node answering a client's steady commands counts as serving clients and puts the moves
-// touching it at the gentle pace; idle nodes do not, and moves between them keep the full
+// touching it at the serving pace; idle nodes do not, and moves between them keep the full
 // pace of Options. Nor does a node busy only with the engine's own commands a moment ago
 // (its polls while gossip converges, a previous pass's moves), though INFO's
 // instantaneous_ops_per_sec, an average over the last 1.6 s, still counts them.
@@ -72,7 +72,8 @@ func TestServingClients(t *testing.T) {
 	if !slices.Equal(serving, []string{"busy"}) {
 		t.Fatalf("serving clients: %v, want [busy]", serving)
 	}
-	if got, want := e.pace(serving), (migratePace{parallel: 1, slotsPerRound: 1, emptyRoundsUpTo: 1, roundBytes: 1}); got != want {
+	if got, want := e.pace(serving), (migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: servingSlotsPerRound,
+		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime}); got != want {
 		t.Errorf("pace with busy serving: %+v, want %+v", got, want)
 	}
 	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {
@@ -82,5 +83,48 @@ func TestServingClients(t *testing.T) {
 		emptyRoundsUpTo: 64 * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
 	if got := e.pace(nil); got != full {
 		t.Errorf("pace with no node serving: %+v, want %+v", got, full)
+	}
+}
+
+// At the serving pace a move's MIGRATE chunks follow the source: a chunk slower than the
+// target halves the next (down to a single batch), a quick and full one doubles it (up to
+// MigrateRoundBytes), and a batch never exceeds the chunk; at the full pace they stay as
+// Options set them, whatever the source shows.
+func TestChunkSizerFollowsTheSource(t *testing.T) {
+	e := New(Options{})
+	s := newChunkSizer(e.pace([]string{"busy"}), e.opts.MigrateBatchBytes, e.opts.MigrateRoundBytes)
+	chunk, batch := s.size()
+	if chunk != servingRoundBytes || batch != servingRoundBytes {
+		t.Fatalf("first chunk %d B, batch %d B; want both %d", chunk, batch, servingRoundBytes)
+	}
+	s.observe(chunk, 3*servingChunkTime)
+	if got, _ := s.size(); got != servingRoundBytes/2 {
+		t.Errorf("after a slow chunk: %d B, want %d", got, servingRoundBytes/2)
+	}
+	for range 40 {
+		c, _ := s.size()
+		s.observe(c, 10*servingChunkTime)
+	}
+	if got, b := s.size(); got != 1 || b != 1 {
+		t.Errorf("after slow chunks: chunk %d B, batch %d B; want 1 (a single batch, a key at least)", got, b)
+	}
+	for range 40 {
+		c, _ := s.size()
+		s.observe(c, servingChunkTime/10)
+	}
+	if got, b := s.size(); got != e.opts.MigrateRoundBytes || b != e.opts.MigrateBatchBytes {
+		t.Errorf("after quick chunks: chunk %d B, batch %d B; want %d and %d", got, b, e.opts.MigrateRoundBytes, e.opts.MigrateBatchBytes)
+	}
+	before, _ := s.size()
+	s.observe(before/10, servingChunkTime/10) // a small last chunk tells nothing about a bigger one
+	s.observe(before, servingChunkTime/2)     // neither does one between a quarter and the target
+	if got, _ := s.size(); got != before {
+		t.Errorf("chunk %d B after a small quick chunk and a fair one, want %d unchanged", got, before)
+	}
+
+	full := newChunkSizer(e.pace(nil), e.opts.MigrateBatchBytes, e.opts.MigrateRoundBytes)
+	full.observe(e.opts.MigrateRoundBytes, time.Minute)
+	if c, b := full.size(); c != e.opts.MigrateRoundBytes || b != e.opts.MigrateBatchBytes {
+		t.Errorf("full pace after a slow chunk: chunk %d B, batch %d B; want %d and %d", c, b, e.opts.MigrateRoundBytes, e.opts.MigrateBatchBytes)
 	}
 }
