@@ -71,10 +71,11 @@
 // TestSickNode, TestStatusCommand, TestChaos, TestBackup,
 // TestScheduledBackup, TestExternalAccess, TestExternalAccessLoadBalancer,
 // TestArgoCD, TestSecurity (a namespaced editor of this API's kinds
-// refused every way to borrow the operator's rights), TestRealPods (the
-// version matrix on real pods: Redis 7.0, Redis 8.0 and Valkey 8.1 each
-// formed, configured live and by a rolling restart, scaled out and failed
-// over under WAIT writes, and a 7.0 → 8.0 rolling upgrade),
+// refused every way to borrow the operator's rights), TestRealPods (on
+// real pods: Valkey 8.1 formed, configured live and by a rolling restart,
+// scaled out and failed over under WAIT writes, and a Redis 7.0 cluster
+// formed and upgraded to 8.0 by a rolling image change; tier all runs the
+// full scenario on Redis 7.0 and 8.0 too),
 // TestRealPodsLimits (on real pods under WAIT writes: a master's
 // redis-server OOM-killed by the kernel at a 256Mi limit, restarted by the
 // kubelet with its replica taking over and the operator's OOMKilled event;
@@ -82,10 +83,14 @@
 // probe and is restarted; pods limited to 100m of CPU form and scale out
 // 3→4; its three scenarios run side by side in 3 to 3.5 minutes here),
 // and the installed operator's TestInstalled, TestInstalledHA and
-// TestInstalledUpgrade) and all of their scenarios but these six, which
+// TestInstalledUpgrade) and all of their scenarios but these eight, which
 // are in tier all only (no scenario is deleted; each line says which ci
-// scenario covers the same):
+// scenario covers the same), and the rest of the version matrix:
 //
+//   - TestRealPods/redis-7.0 and TestRealPods/redis-8.0: TestRealPods/
+//     valkey-8.1 runs the same full scenario on real pods with Valkey, and
+//     TestRealPods/upgrade-7.0-8.0 forms a Redis 7.0 cluster and rolls it
+//     to 8.0 under writes (every other ci scenario runs Redis 7.0).
 //   - TestScaling/3-8-5: TestScaling/3-8-5-mid-flight scales 3→8→5 under
 //     writes too (R7's sequence, with the same scale-event checks), the
 //     second step while slots still move, which is the harder case.
