@@ -164,6 +164,10 @@ docker-build: ## Build the operator image (not run in CI: there is no container 
 bench-unrelated: ## Operator RSS with one cluster, before and after 2000 unrelated Secrets and 2000 ConfigMaps (target: within 10%).
 	go test -tags e2e -run '^$$' -bench UnrelatedObjects -benchtime 1x -timeout 30m ./test/e2e/
 
+.PHONY: bench-servers
+bench-servers: ## Redis 8.0 and Valkey 8.1 on the host for the reshard benchmarks: trees of their images (make images) with redis-server/redis-cli wrappers in the per-user cache's servers/ (no-op when up to date).
+	@bash hack/bench-servers.sh
+
 .PHONY: bench-reshard
 bench-reshard: ## Time the engine against redis-cli rebalance, 3→4 and 4→8 masters at 200 000 and 1 000 000 keys; ratio and 1M/200k growth.
 	go test -run '^$$' -bench 'Reshard$$' -benchtime 1x -timeout 90m ./controllers/topology/
