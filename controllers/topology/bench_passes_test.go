@@ -54,10 +54,12 @@ func stepwiseReshard(b *testing.B, nodes []*redistest.Node, d Desired, budget ti
 // BenchmarkReshardPasses moves 3→4 masters with 200 000 keys on two identical clusters:
 // once in one inline Reconcile, once in passes of benchPassBudget each (stepwiseReshard).
 // Both are verified key by key. It reports keys per second of each and their ratio
-// (target ≥ 0.90, issue 20 row 6).
+// (target ≥ 0.90, issue 20 row 6). It runs on one server, REDIS_SERVER (the host's by
+// default), named by checkServer.
 //
 //	go test -run '^$' -bench ReshardPasses -benchtime 1x -timeout 30m ./controllers/topology/
 func BenchmarkReshardPasses(b *testing.B) {
+	server := serverLabel(checkServer(b))
 	r := reshard{3, 4, 200_000}
 	ds := redistest.Dataset{Prefix: "bench", Keys: r.keys}
 	nodesA, dA := benchCluster(b, r, ds)
@@ -72,11 +74,11 @@ func BenchmarkReshardPasses(b *testing.B) {
 	inlineRate := float64(last.KeysMoved) / inline.Seconds()
 	steppedRate := float64(keys) / stepped.Seconds()
 	ratio := steppedRate / inlineRate
-	fmt.Printf("bench: reshard %s: inline %.2fs (%d keys, %.0f keys/s); %d passes of %s: %.2fs (%d keys, %.0f keys/s); ratio %.2f (target ≥ %.2f)\n",
-		r.label(), inline.Seconds(), last.KeysMoved, inlineRate, passes, benchPassBudget, stepped.Seconds(), keys, steppedRate, ratio, passesTarget)
+	fmt.Printf("bench: reshard %s: %s: inline %.2fs (%d keys, %.0f keys/s); %d passes of %s: %.2fs (%d keys, %.0f keys/s); ratio %.2f (target ≥ %.2f)\n",
+		server, r.label(), inline.Seconds(), last.KeysMoved, inlineRate, passes, benchPassBudget, stepped.Seconds(), keys, steppedRate, ratio, passesTarget)
 	b.ReportMetric(ratio, "ratio")
 	if err := benchtable.Append(benchtable.Row{
-		Measure: fmt.Sprintf("reshard %s: keys/s in %d passes of %s vs inline", r.label(), passes, benchPassBudget),
+		Measure: fmt.Sprintf("reshard %s: %s: keys/s in %d passes of %s vs inline", server, r.label(), passes, benchPassBudget),
 		Ours:    fmt.Sprintf("%.0f keys/s", steppedRate), Anchor: fmt.Sprintf("%.0f keys/s", inlineRate),
 		Ratio: fmt.Sprintf("%.2f", ratio), Target: fmt.Sprintf("≥ %.2f", passesTarget), Met: benchtable.Met(ratio >= passesTarget),
 	}); err != nil {

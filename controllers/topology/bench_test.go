@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,17 +29,21 @@ func kilo(n int) string {
 	return fmt.Sprintf("%dk", n/1000)
 }
 
-// benchCLI runs redis-cli and fails the benchmark when it exits non-zero.
+// benchCLI runs redistest.CLI() (redis-cli, or the server's own, REDIS_CLI) and fails the
+// benchmark when it exits non-zero.
 func benchCLI(b *testing.B, args ...string) string {
-	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	out, err := exec.Command(redistest.CLI(), args...).CombinedOutput()
 	if err != nil {
-		b.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+		b.Fatalf("%s %v: %v\n%s", redistest.CLI(), args, err, out)
 	}
 	return string(out)
 }
 
-// benchCluster starts r.to redis-servers, forms r.from masters of them with the engine,
-// loads ds, then adds the other r.to-r.from servers as empty masters with redis-cli
+// cliLabel is the CLI's name for the benchmarks' lines: "redis-cli", "valkey-cli".
+func cliLabel() string { return filepath.Base(redistest.CLI()) }
+
+// benchCluster starts r.to redis-servers (redistest.Binary()), forms r.from masters of them
+// with the engine, loads ds, then adds the other r.to-r.from servers as empty masters with redis-cli
 // --cluster add-node, one at a time (waitJoined: Redis holds a joining master in fail for
 // about one node timeout). None of it is timed. It returns the nodes and the
 // Desired of the r.from shards.
@@ -71,7 +76,7 @@ func waitJoined(b *testing.B, n, seed *redistest.Node) {
 	for {
 		ok := strings.Contains(benchCLI(b, "-h", n.IP(), "-p", fmt.Sprint(n.Port()), "cluster", "info"), "cluster_state:ok")
 		if ok {
-			out, err := exec.Command("redis-cli", "--cluster", "check", seed.Addr()).CombinedOutput()
+			out, err := exec.Command(redistest.CLI(), "--cluster", "check", seed.Addr()).CombinedOutput()
 			ok = err == nil && !strings.Contains(string(out), "[ERR]")
 		}
 		if ok {
@@ -103,7 +108,7 @@ func engineReshard(b *testing.B, nodes []*redistest.Node, d Desired) (time.Durat
 	return took, last
 }
 
-// cliReshard times redis-cli --cluster rebalance --cluster-use-empty-masters.
+// cliReshard times redis-cli (redistest.CLI()) --cluster rebalance --cluster-use-empty-masters.
 func cliReshard(b *testing.B, nodes []*redistest.Node) time.Duration {
 	b.Helper()
 	start := time.Now()
@@ -118,17 +123,26 @@ const (
 	reshardGrowthTarget = 5.5
 )
 
-// BenchmarkReshard, for each move (3→4 and 4→8 masters at 200 000 and 1 000 000 keys),
-// loads the same keys into two identical clusters (benchCluster), then times (a) this
-// engine's Reconcile to the new shard count and (b) redis-cli --cluster rebalance
-// --cluster-use-empty-masters. Both clusters are verified key by key afterwards. It prints
-// both times and the ratio, and appends rows to the bench table (package benchtable): the
-// ratio per move, and per move count the 1M/200k growth of each. Run it with
+// BenchmarkReshard, on each server of benchServers (the host's Redis 7.0, and Redis 8.0 and
+// Valkey 8.1 from make bench-servers; BENCH_SERVERS), runs reshardIdle. Run it with
 //
-//	go test -run '^$' -bench Reshard/ -benchtime 1x -timeout 60m ./controllers/topology/
+//	go test -run '^$' -bench 'Reshard$' -benchtime 1x -timeout 270m ./controllers/topology/
 //
-// or one size with -bench 'Reshard/.*-200k'.
+// one server with -bench 'Reshard$/valkey-8.1', one size with -bench 'Reshard$//.*-200k'.
 func BenchmarkReshard(b *testing.B) {
+	for _, s := range benchServers(b) {
+		s.run(b, reshardIdle)
+	}
+}
+
+// reshardIdle, for each move (3→4 and 4→8 masters at 200 000 and 1 000 000 keys), loads
+// the same keys into two identical clusters (benchCluster), then times (a) this engine's
+// Reconcile to the new shard count and (b) the server's own CLI's --cluster rebalance
+// --cluster-use-empty-masters. Both clusters are verified key by key afterwards. It prints
+// both times and the ratio, and appends rows to the bench table (package benchtable),
+// named after server ("redis 8.0"): the ratio per move, and per move count the 1M/200k
+// growth of each.
+func reshardIdle(b *testing.B, server string) {
 	type times struct{ ours, theirs time.Duration }
 	seen := map[string]times{} // "3to4" → its 200k times
 	for _, r := range []reshard{{3, 4, 200_000}, {4, 8, 200_000}, {3, 4, 1_000_000}, {4, 8, 1_000_000}} {
@@ -144,13 +158,13 @@ func BenchmarkReshard(b *testing.B) {
 			redistest.Verify(b, redistest.ClusterClient(b, "", nodesB[0].Addr()), ds)
 
 			ratio := ours.Seconds() / theirs.Seconds()
-			fmt.Printf("bench: reshard %s: engine %.2fs (%d slots, %d keys moved), redis-cli rebalance %.2fs, ratio %.2f (target ≤ %.2f); all %d keys verified in both\n",
-				r.label(), ours.Seconds(), last.SlotsMoved, last.KeysMoved, theirs.Seconds(), ratio, reshardRatioTarget, r.keys)
+			fmt.Printf("bench: reshard %s: %s: engine %.2fs (%d slots, %d keys moved), %s rebalance %.2fs, ratio %.2f (target ≤ %.2f); all %d keys verified in both\n",
+				server, r.label(), ours.Seconds(), last.SlotsMoved, last.KeysMoved, cliLabel(), theirs.Seconds(), ratio, reshardRatioTarget, r.keys)
 			b.ReportMetric(ours.Seconds(), "engine-s")
 			b.ReportMetric(theirs.Seconds(), "redis-cli-s")
 			b.ReportMetric(ratio, "ratio")
 			rows := []benchtable.Row{{
-				Measure: "reshard " + r.label() + ", no load: time (all keys verified)",
+				Measure: "reshard " + server + ": " + r.label() + ", no load: time (all keys verified)",
 				Ours:    fmt.Sprintf("%.2f s", ours.Seconds()), Anchor: fmt.Sprintf("%.2f s", theirs.Seconds()),
 				Ratio: fmt.Sprintf("%.2f", ratio), Target: fmt.Sprintf("ratio ≤ %.2f", reshardRatioTarget),
 				Met: benchtable.Met(ratio <= reshardRatioTarget),
@@ -161,11 +175,11 @@ func BenchmarkReshard(b *testing.B) {
 			} else if small, ok := seen[move]; ok {
 				g, ga := ours.Seconds()/small.ours.Seconds(), theirs.Seconds()/small.theirs.Seconds()
 				rows = append(rows, benchtable.Row{
-					Measure: fmt.Sprintf("reshard %d→%d, no load: time %s / time 200k", r.from, r.to, kilo(r.keys)),
+					Measure: fmt.Sprintf("reshard %s: %d→%d, no load: time %s / time 200k", server, r.from, r.to, kilo(r.keys)),
 					Ours:    fmt.Sprintf("%.2f×", g), Anchor: fmt.Sprintf("%.2f×", ga),
 					Target: fmt.Sprintf("≤ %.1f×", reshardGrowthTarget), Met: benchtable.Met(g <= reshardGrowthTarget),
 				})
-				fmt.Printf("bench: reshard %d→%d growth %s/200k: engine %.2f×, redis-cli %.2f× (target ≤ %.1f×)\n", r.from, r.to, kilo(r.keys), g, ga, reshardGrowthTarget)
+				fmt.Printf("bench: reshard %s: %d→%d growth %s/200k: engine %.2f×, %s %.2f× (target ≤ %.1f×)\n", server, r.from, r.to, kilo(r.keys), g, cliLabel(), ga, reshardGrowthTarget)
 			}
 			if err := benchtable.Append(rows...); err != nil {
 				b.Fatal(err)

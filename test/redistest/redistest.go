@@ -6,7 +6,7 @@
 // t.Cleanup even when the test fails. Nodes can be stopped (SIGTERM, which saves the RDB),
 // killed (SIGKILL), restarted with their files on the same or a new port, or wiped to come
 // back as a fresh empty node. No Docker: the binary is /usr/bin/redis-server (override with
-// REDIS_SERVER).
+// REDIS_SERVER, read at every start; CLI names the matching redis-cli, REDIS_CLI).
 package redistest
 
 import (
@@ -80,6 +80,16 @@ func Binary() string {
 		return b
 	}
 	return "/usr/bin/redis-server"
+}
+
+// CLI returns the redis-cli that tests run against the helper's servers: $REDIS_CLI, or
+// "redis-cli" from PATH. Set it with REDIS_SERVER to another build's own CLI (valkey-cli
+// for Valkey).
+func CLI() string {
+	if c := os.Getenv("REDIS_CLI"); c != "" {
+		return c
+	}
+	return "redis-cli"
 }
 
 // Start starts n nodes in parallel and waits until each answers PING.
