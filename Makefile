@@ -138,7 +138,7 @@ bench-short: ## Short reshard under writes (3→4, 20 000 keys, 1 000 writes/s) 
 	go test -run '^$$' -bench ReshardShort -benchtime 1x -timeout 10m ./controllers/topology/
 
 .PHONY: bench-many
-bench-many: ## 10, 50, 100 RedisClusters (3x0) under one operator: RSS, idle CPU, pass p50/p99, API writes, Redis commands; scale-out ratio.
+bench-many: ## 10, 30, 100 RedisClusters (3x0) under one operator (E2E_BENCH_COUNTS): RSS, idle CPU, pass p50/p99, API writes, Redis commands; the operator's RSS and CPU per cluster (10→30) and projected to 1000; scale-out ratio.
 	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
