@@ -136,13 +136,14 @@
 //
 //	go test -tags e2e -run '^$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
 //
-// BenchmarkManyClusters runs 10, 50 and 100 clusters of 3×0 under one operator
+// BenchmarkManyClusters runs 10, 30 and 100 clusters of 3×0 under one operator
 // and prints RSS, idle CPU, pass p50/p99, API writes per minute, Redis commands
-// per node per resync and a scale-out ratio (`make bench-many`):
+// per node per resync, the operator's RSS and CPU per cluster (10→30) projected
+// to 1000 clusters, and a scale-out ratio (`make bench-many`):
 //
 //	go test -tags e2e -run '^$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 //
-// with E2E_BENCH_COUNTS (e.g. "10,50"), E2E_BENCH_WINDOW and E2E_BENCH_RESYNC.
+// with E2E_BENCH_COUNTS (e.g. "10,30"), E2E_BENCH_WINDOW and E2E_BENCH_RESYNC.
 //
 // BenchmarkUnrelatedObjects compares the operator's RSS (median over
 // E2E_BENCH_WINDOW) with one cluster, before and after 2000 Secrets and 2000
