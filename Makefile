@@ -68,8 +68,8 @@ build: ## Build the operator binary into bin/.
 	go build -o $(BIN)/redis-operator ./cmd/redis-operator
 
 .PHONY: unit
-unit: ## Unit and envtest suites of the main module.
-	go test ./... -count=1 -timeout 20m
+unit: ## Unit and envtest suites of the main module; the tests that call t.Parallel (the topology engine's long real-Redis ones) run three at a time.
+	go test ./... -count=1 -parallel 3 -timeout 20m
 
 .PHONY: modules
 modules: ## Vet and test the separate test modules (test Vault server, local control plane, Argo CD's own Lua VM).

@@ -16,6 +16,7 @@ import (
 
 // Behaviour 1: bootstrap N masters × R replicas from fresh nodes.
 func TestBootstrap(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{3, 5} {
 		for _, r := range []int{0, 1, 2} {
 			t.Run(fmt.Sprintf("%dx%d", n, r), func(t *testing.T) {
@@ -137,6 +138,7 @@ func leavingGuard(t *testing.T, c *testCluster, d Desired) (func(Progress), *Pro
 
 // Behaviours 2 and 3: scale out with data, then scale in, checking every key each time.
 func TestScaleOutAndIn(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		from, to, back, replicas int
 	}{
@@ -145,6 +147,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%d-%d-%d", tc.from, tc.to, tc.back), func(t *testing.T) {
+			t.Parallel()
 			c := newTestCluster(t, redistest.Options{}, Options{MigrateBatch: 300})
 			all, d := c.form(tc.from, 1+tc.replicas)
 			ds := redistest.Dataset{Prefix: "k", Keys: 100_000, LargeEvery: 2000, LargeFields: 2000}
@@ -258,6 +261,7 @@ func TestInterruptedMigrationCancel(t *testing.T) {
 // in; after it restarts with its nodes.conf and AOF, the next run repairs the open slots
 // and no key is lost. A leaving source with open slots is never forgotten nor removable.
 func TestInterruptedMigrationKillTarget(t *testing.T) {
+	t.Parallel()
 	for _, scaleIn := range []bool{false, true} {
 		t.Run(map[bool]string{false: "scale-out", true: "scale-in"}[scaleIn], func(t *testing.T) {
 			// The full pace although loading the dataset just made the nodes busy (the
@@ -387,6 +391,7 @@ func syncReplicas(t *testing.T, c *testCluster, shards []string) {
 // pod coming back empty joins as a replica and the old ID is forgotten everywhere; a node
 // restarting with its nodes.conf on a new address rejoins with the same ID.
 func TestFailureHealing(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{Password: "heal"}, Options{})
 	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "h", Keys: 5000}
@@ -484,6 +489,7 @@ func TestFullRestart(t *testing.T) {
 // checks Redis left the replica on the old address, and expects the engine to re-attach
 // it (CLUSTER REPLICATE) so every link is up.
 func TestFullRestartNewAddresses(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{OwnAddress: true}, Options{})
 	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "a", Keys: 5000}
@@ -569,6 +575,7 @@ func parallel(nodes []*redistest.Node, f func(*redistest.Node)) {
 // Behaviour 7: planned failover of a chosen replica; a planned failover whose master is dead
 // is refused (ErrNotReady) and Redis promotes the replica by itself.
 func TestPlannedFailover(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{}, Options{})
 	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "p", Keys: 5000}
@@ -614,6 +621,7 @@ func TestPlannedFailover(t *testing.T) {
 // only reports it; with it, the slots go to the shard's fresh master and the other shards
 // keep their data.
 func TestLostShard(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{}, Options{})
 	_, d := c.form(3, 1)
 	ds := redistest.Dataset{Prefix: "l", Keys: 5000}

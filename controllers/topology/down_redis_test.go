@@ -14,6 +14,7 @@ import (
 // shards. Reconcile moves the slots with every key, ends Settled waiting for s1-1 only, and
 // once s1-1 runs again the cluster converges to the full shape.
 func TestReconcileScaleOutWithADownReplica(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{}, Options{WaitBudget: 5 * time.Second})
 	all, d := c.form(3, 2)
 	ds := redistest.Dataset{Prefix: "down", Keys: 3000}

@@ -13,6 +13,13 @@ import (
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
+// The tests that run real redis-servers for several seconds, mostly waiting on
+// Redis (gossip, failover, node timeouts), call t.Parallel(): each has its own
+// nodes on free ports (and, with OwnAddress, its own addresses, so a Cut
+// touches only its own pairs), and `make unit` runs them three at a time
+// (-parallel 3). Those that time a wait or must cancel inside a round
+// (TestWaitBudget, TestDeadlineEndsAWait, the Cancel ones) stay serial.
+
 // testNodeTimeout keeps failure detection fast while tolerating a busy machine.
 const testNodeTimeout = 3 * time.Second
 

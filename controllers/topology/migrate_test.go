@@ -197,6 +197,7 @@ func elections(t *testing.T, nodes []*redistest.Node) int {
 // source long enough for any node to flag another failing, no election happens, every key
 // is there after (the old 200-key batches sent 2 × 200 MiB back to back).
 func TestMigrateLargeValuesWithoutFailover(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{NodeTimeout: 3 * time.Second}, Options{})
 	all := c.addShards(3, 2)
 	d2 := c.desired(1, all[:2])
@@ -303,6 +304,7 @@ func TestMigrationCancelMidRound(t *testing.T) {
 // cluster has its 3-master shape. (The writer would make the engine take the serving pace;
 // MigrateServingOps is raised so that it does not.)
 func TestMigrateEmptyRunsMeetKeys(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{}, Options{MigrateServingOps: 1 << 40})
 	all := c.addShards(3, 1)
 	d2 := c.desired(0, all[:2])

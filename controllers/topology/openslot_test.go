@@ -16,6 +16,7 @@ import (
 // slots covered, every key readable through a cluster client. When the source failed over,
 // the run starts once the importing end holds the slot unbound (bindUnbound).
 func TestOpenSlotPeerFailedOver(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, end string
 		scaleIn   bool // s0 is leaving: the run must drain it and report it removable

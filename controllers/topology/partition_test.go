@@ -60,6 +60,7 @@ func deadAddr(t *testing.T) string {
 // promotes nobody: the master keeps its slots, the epoch does not move, and no write
 // acknowledged after WAIT 1 is lost.
 func TestAsymmetricPartitionNoForcedPromotion(t *testing.T) {
+	t.Parallel()
 	for _, cutReplica := range []bool{false, true} {
 		t.Run(fmt.Sprintf("replicaCut=%v", cutReplica), func(t *testing.T) {
 			c := newTestCluster(t, redistest.Options{OwnAddress: true}, Options{})

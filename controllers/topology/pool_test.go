@@ -126,6 +126,7 @@ func formatKnown(recs []NodeRecord) string {
 // pooled observations report cluster_state:fail (its slots have no replica to take them
 // over) as soon as Redis does, and config the engine sets is read again.
 func TestObservePooledSeesFailureAndConfig(t *testing.T) {
+	t.Parallel()
 	c, d, pooled := pooledCluster(t, 3, 1)
 	for range 3 {
 		observeWith(t, pooled, d)

@@ -15,6 +15,7 @@ import (
 // write is readable afterwards, the cluster has its shape, and Reconcile again moves
 // nothing.
 func TestReconcileSpreadsMasters(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, redistest.Options{}, Options{})
 	_, d := c.form(3, 2)
 	res := c.reconcile(d, nil)

@@ -198,6 +198,7 @@ func redisPing(ctx context.Context, cfg *tls.Config, addr string) error {
 // minute before the real one, so Redis, which checks validity at the real
 // time, finds every certificate valid.
 func TestTLSCARenewalLive(t *testing.T) {
+	t.Parallel()
 	const validity = time.Hour
 	t0 := time.Now().Add(-45 * time.Minute)
 	caPEM, caKey, err := tlscerts.NewCA("renewed", t0, validity)
