@@ -23,7 +23,7 @@ import (
 // keeps its claims.
 func TestConfig(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	c := newCluster(t, "config", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Storage.DeleteClaimPolicy = cachev1beta1.DeleteClaimRetain
 		rc.Spec.Config = map[string]string{"maxmemory-policy": "noeviction"}

@@ -25,7 +25,7 @@ import (
 // and no node was reset, flushed or re-created.
 func TestDisruptive(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("delete-all-pods", func(t *testing.T) {
 		scenario(t, "disruptive/delete-all-pods")
 		c := newCluster(t, "full-restart", nil)

@@ -117,10 +117,13 @@
 //     SIGTERMs it once), and a scale-in interrupted mid-move is
 //     TestScaling/in-kill-destination's (its destination killed).
 //
-// Side by side: a top-level test that calls t.Parallel() (right after its
-// tier) runs next to the other such tests (at most `-parallel`, 4 in the
-// Makefile) once every other top-level test has finished, so the whole
-// suite fits CI's budget on two cores. Only a test that keeps to its own
+// Side by side: a top-level test that calls sideBySide(t) (t.Parallel(),
+// right after its tier) runs next to the other such tests (at most
+// `-parallel`, 4 in the Makefile) once every other top-level test has
+// finished, so the whole suite fits CI's budget on two cores. With
+// E2E_AFTER set to a file, the group also waits until that file exists:
+// make test runs the unit tests beside the one-at-a-time tests
+// (hack/unit-beside-e2e.sh) and starts the group once they ended. Only a test that keeps to its own
 // namespaces and leaves the shared operator, the nodes and the plane's
 // network alone may do that; the ones that stop or kill the operator
 // (stopOperator, killOperator: its Deployment scaled to 0, its process
@@ -156,6 +159,8 @@
 //
 //	E2E_TIER=ci|all        the tier to run (ci when unset; see Tiers)
 //	E2E_REUSE_BIN=1        use bin/localplane and bin/redis-operator as they are
+//	E2E_AFTER=FILE         hold the side-by-side group until FILE exists (at
+//	                       most 30 min; see Side by side)
 //	E2E_FIXTURE_DIR=DIR    write each cluster's RedisCluster, as `kubectl get -o
 //	                       yaml` shows it without managedFields, the first time
 //	                       it is bootstrapping, ready, scaling, upgrading,

@@ -31,7 +31,7 @@ import (
 // Own namespace; it stops nothing shared, so it runs in parallel.
 func TestExternalAccess(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel()
+	sideBySide(t) // see doc.go
 	scenario(t, "external-access")
 	c := newCluster(t, "external-access", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.ExternalAccess = &cachev1beta1.ExternalAccessSpec{Enabled: true, Type: corev1.ServiceTypeClusterIP}
@@ -208,7 +208,7 @@ func TestExternalAccess(t *testing.T) {
 // back.
 func TestExternalAccessLoadBalancer(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel()
+	sideBySide(t) // see doc.go
 	scenario(t, "external-access/load-balancer-scale-out")
 	c := newCluster(t, "external-lb", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.ReplicasPerShard = 0

@@ -23,7 +23,7 @@ import (
 // once WAIT 1 confirms a replica has them.
 func TestFailover(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	c := newCluster(t, "failover", nil)
 	c.waitReady(5 * time.Minute)
 

@@ -32,7 +32,7 @@ const passBound = controllers.DefaultPassBudget + 20*time.Second
 // starved node), so the 3→6 scale-out lasts well beyond one pass.
 func TestMidMigration(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("pause", func(t *testing.T) {
 		t.Parallel()
 		scenario(t, "midmigration/pause")

@@ -44,7 +44,7 @@ const rotationGrace = 20 * time.Second
 // with one event, and Redis keeps serving with the last password.
 func TestRotation(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	scenario(t, "rotation/secret-twice-then-vault-down")
 	const name = "rotation"
 	ctx := context.Background()

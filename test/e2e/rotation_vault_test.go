@@ -59,7 +59,7 @@ func vaultCARef() *cachev1beta1.SecretKeySelector {
 // last password.
 func TestRotationVault(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	scenario(t, "rotation/vault-kv-twice-then-vault-down")
 	const name = "rotation-vault"
 	ctx := context.Background()

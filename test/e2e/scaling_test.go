@@ -27,7 +27,7 @@ import (
 // load without losing an acknowledged key (R7, R9).
 func TestScaling(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("out-in-3-5-3", func(t *testing.T) {
 		t.Parallel()
 		scenario(t, "scaling/out-in-3-5-3")

@@ -26,7 +26,7 @@ import (
 // other scenarios (it stops no operator and touches no node).
 func TestScheduledBackup(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel()
+	sideBySide(t) // see doc.go
 	scenario(t, "backup/scheduled")
 	srv := suiteStore(t)
 	srv.MakeBucket(t, "scheduled")

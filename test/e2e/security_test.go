@@ -41,7 +41,7 @@ import (
 // token in that namespace.
 func TestSecurity(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	scenario(t, "security/namespaced-editor-refused")
 	ctx := context.Background()
 	const ns = "e2e-security"

@@ -32,7 +32,7 @@ import (
 // every acknowledged key readable and no pod or claim of ordinal 2 left.
 func TestSickNode(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("scale-out-with-a-sick-replica", func(t *testing.T) {
 		scenario(t, "disruptive/sick-replica-scale-out")
 		c := newCluster(t, "sick-node", nil)

@@ -26,7 +26,7 @@ import (
 // children and, with deleteClaimPolicy Delete, its claims.
 func TestSmoke(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("create-3x1", func(t *testing.T) {
 		scenario(t, "smoke/create-3x1")
 		const name = "smoke"

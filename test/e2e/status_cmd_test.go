@@ -27,7 +27,7 @@ import (
 // symlink on the PATH) show the same, without the password.
 func TestStatusCommand(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("3x1", func(t *testing.T) {
 		scenario(t, "status-cmd/3x1")
 		const name, keys = "status-cmd", 300

@@ -32,7 +32,7 @@ import (
 // applied live the same way, under writes.
 func TestTLS(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	t.Run("scale-rotate", func(t *testing.T) {
 		t.Parallel()
 		scenario(t, "tls/scale-rotate")

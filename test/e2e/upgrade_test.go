@@ -19,7 +19,7 @@ import (
 // down, fewer than 1% failed writes and no acknowledged write lost.
 func TestUpgrade(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	c := newCluster(t, "upgrade", nil)
 	c.waitReady(5 * time.Minute)
 

@@ -38,7 +38,7 @@ const usersRules = "~e2e:* +@read +@write +@connection +cluster|slots +cluster|s
 // No password or hash shows in status, events or the operator's log.
 func TestUsers(t *testing.T) {
 	tier(t, tierCI)
-	t.Parallel() // side by side: see doc.go
+	sideBySide(t) // see doc.go
 	scenario(t, "users/vault-user-created-rotated-removed")
 	const name = "users"
 	ctx := context.Background()
