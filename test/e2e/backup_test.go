@@ -148,9 +148,12 @@ func hasManifest(t *testing.T, srv *s3test.Server, bucket string, b *cachev1beta
 
 // TestBackup (label backup): backups of a 3×1 cluster to SeaweedFS's S3
 // gateway, restores from them (also with the object store's keys in Vault),
-// and the failures each with its condition.
+// and the failures each with its condition. Side by side: each scenario has
+// its own namespace and bucket; the one that kills the operator is
+// TestBackupOperatorKilled's.
 func TestBackup(t *testing.T) {
 	tier(t, tierCI)
+	sideBySide(t) // see doc.go
 	t.Run("restore", func(t *testing.T) {
 		scenario(t, "backup/restore")
 		srv := suiteStore(t)
@@ -282,7 +285,14 @@ func TestBackup(t *testing.T) {
 		})
 		t.Logf("backup and restore with the object store's keys in Vault: 20000 keys read back")
 	})
+}
 
+// TestBackupOperatorKilled (label backup): the operator SIGKILLed while a
+// backup runs; the attempt cut short leaves no manifest, and the backup
+// completes (or fails with no manifest) once the operator is back. One at a
+// time: it kills the suite's operator.
+func TestBackupOperatorKilled(t *testing.T) {
+	tier(t, tierCI)
 	t.Run("operator-killed", func(t *testing.T) {
 		scenario(t, "backup/operator-killed")
 		srv := suiteStore(t)

@@ -68,7 +68,7 @@
 // Tier ci: every top-level test (TestSmoke, TestScaling, TestFailover,
 // TestDisruptive, TestUpgrade, TestConfig, TestRotation, TestRotationVault,
 // TestUsers, TestTLS, TestDataSafety, TestMidMigration, TestOperatorKilled,
-// TestSickNode, TestStatusCommand, TestChaos, TestBackup,
+// TestSickNode, TestStatusCommand, TestChaos, TestBackup, TestBackupOperatorKilled,
 // TestScheduledBackup, TestExternalAccess, TestExternalAccessLoadBalancer,
 // TestArgoCD, TestSecurity (a namespaced editor of this API's kinds
 // refused every way to borrow the operator's rights), TestRealPods (on
