@@ -9,10 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -42,6 +44,12 @@ type Server struct {
 	bin  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the current process exited
+	// grpcFlags give each component its own gRPC port (grpcPorts): weed
+	// names the unix socket of a component's gRPC server after that port
+	// alone, in /tmp (/tmp/seaweedfs-volume-grpc-<port>.sock), so two
+	// servers on different addresses with weed's default ports take each
+	// other's sockets, and one's volume server vanishes for the other.
+	grpcFlags []string
 }
 
 var next atomic.Int32
@@ -103,6 +111,10 @@ func StartAt(t testing.TB, ip string) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{IP: ip, Endpoint: fmt.Sprintf("http://%s:%d", ip, S3Port), Dir: dir, bin: bin}
+	s.grpcFlags, err = grpcPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(s.Stop)
 	s.launch(t)
 	return s
@@ -119,10 +131,11 @@ func (s *Server) launch(t testing.TB) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(s.bin, "mini", "-dir="+data, "-ip="+s.IP, "-ip.bind="+s.IP,
-		"-s3.config="+filepath.Join(s.Dir, "s3.json"), "-s3.port="+fmt.Sprint(S3Port), "-s3.iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-		"-webdav=false", "-admin.ui=false", "-master.telemetry=false",
-		"-filer.localSocket="+filepath.Join(s.Dir, "filer.sock"), "-s3.localSocket="+filepath.Join(s.Dir, "s3.sock"))
+	args := []string{"mini", "-dir=" + data, "-ip=" + s.IP, "-ip.bind=" + s.IP,
+		"-s3.config=" + filepath.Join(s.Dir, "s3.json"), "-s3.port=" + fmt.Sprint(S3Port), "-s3.iam=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+		"-webdav=false", "-admin.ui=false", "-admin.port.legacy=0", "-master.telemetry=false",
+		"-filer.localSocket=" + filepath.Join(s.Dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(s.Dir, "s3.sock")}
+	cmd := exec.Command(s.bin, append(args, s.grpcFlags...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Pdeathsig fires when the OS thread that forked the server ends, not
@@ -210,6 +223,14 @@ func (s *Server) Stop() {
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
+	// A killed weed leaves its gRPC sockets behind; they are this server's alone.
+	for _, f := range s.grpcFlags {
+		var c string
+		var port int
+		if _, err := fmt.Sscanf(strings.ReplaceAll(f, ".port.grpc=", " "), "-%s %d", &c, &port); err == nil {
+			_ = os.Remove(fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", c, port))
+		}
+	}
 }
 
 func tail(b []byte, n int) []byte {
@@ -217,4 +238,40 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// grpcComponents are the components of weed mini that serve gRPC, each on
+// its own port (-<component>.port.grpc).
+var grpcComponents = []string{"master", "volume", "filer", "s3", "admin"}
+
+// grpcPorts picks a gRPC port for each of grpcComponents, as flags: ports
+// the kernel gives a wildcard listener (free on every address at that
+// moment), none of which names an existing /tmp/seaweedfs-*-grpc-<port>.sock,
+// so that no two servers of this machine share a socket.
+func grpcPorts() ([]string, error) {
+	var flags []string
+	taken := map[int]bool{}
+	for _, c := range grpcComponents {
+		for attempt := 0; ; attempt++ {
+			if attempt == 100 {
+				return nil, fmt.Errorf("s3test: no free gRPC port for weed's %s", c)
+			}
+			l, err := net.Listen("tcp", ":0")
+			if err != nil {
+				return nil, fmt.Errorf("s3test: picking a gRPC port: %w", err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			_ = l.Close()
+			if taken[port] {
+				continue
+			}
+			if socks, _ := filepath.Glob(fmt.Sprintf("/tmp/seaweedfs-*-grpc-%d.sock", port)); len(socks) > 0 {
+				continue
+			}
+			taken[port] = true
+			flags = append(flags, fmt.Sprintf("-%s.port.grpc=%d", c, port))
+			break
+		}
+	}
+	return flags, nil
 }
