@@ -142,7 +142,7 @@ bench-many: ## 10, 30, 100 RedisClusters (3x0) under one operator (E2E_BENCH_COU
 	go test -tags e2e -run '^$$' -bench ManyClusters -benchtime 1x -timeout 150m ./test/e2e/
 
 .PHONY: test
-test: ## Everything CI runs (.ci/run), with its own set-up: tools, the real nodes' images, lint, verify-generated, the docs site, modules, bench-short, then unit and envtest beside the e2e ci tier (hack/unit-beside-e2e.sh; make test-e2e-all runs the rest); prints how long each part took.
+test: ## Everything CI runs (.ci/run), with its own set-up: tools, the real nodes' images, lint, verify-generated, the docs site, modules, then unit, envtest and bench-short beside the e2e ci tier (hack/unit-beside-e2e.sh; make test-e2e-all runs the rest); prints how long each part took.
 	@bash hack/timed.sh deps $(MAKE) --no-print-directory deps
 	@bash hack/timed.sh tools $(MAKE) --no-print-directory tools
 	@bash hack/timed.sh images $(MAKE) --no-print-directory images
@@ -150,7 +150,6 @@ test: ## Everything CI runs (.ci/run), with its own set-up: tools, the real node
 	@bash hack/timed.sh verify-generated $(MAKE) --no-print-directory verify-generated
 	@bash hack/timed.sh docs $(MAKE) --no-print-directory docs
 	@bash hack/timed.sh modules $(MAKE) --no-print-directory modules
-	@bash hack/timed.sh bench-short $(MAKE) --no-print-directory bench-short
 	@bash hack/unit-beside-e2e.sh
 
 IMG ?= ghcr.io/redis-operator/redis-operator:v0.1.0

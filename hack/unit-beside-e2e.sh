@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # unit-beside-e2e.sh: make test's last part. The main module's unit and
-# envtest suites (make unit) run in the background while the e2e ci tier
+# envtest suites (make unit), then the short reshard benchmark (make
+# bench-short), run in the background while the e2e ci tier
 # (make test-e2e) runs its one-at-a-time tests, which mostly wait on the
 # plane and leave the two cores idle; the e2e side-by-side group, which
 # keeps both busy and times failovers, waits for the unit tests to end
@@ -15,18 +16,21 @@ done_file=bin/unit.done
 unit_log=bin/unit.log
 rm -f "$done_file" "$unit_log"
 (
-  bash hack/timed.sh unit+envtest make --no-print-directory unit >"$unit_log" 2>&1
-  echo $? >"$done_file"
+  {
+    bash hack/timed.sh unit+envtest make --no-print-directory unit; rc=$?
+    bash hack/timed.sh bench-short make --no-print-directory bench-short || rc=1
+  } >"$unit_log" 2>&1
+  echo $rc >"$done_file"
 ) &
 unit_pid=$!
 E2E_AFTER=$PWD/$done_file bash hack/timed.sh e2e-ci make --no-print-directory test-e2e E2E_TIER=ci | tee bin/e2e-ci.out
 e2e_rc=${PIPESTATUS[0]}
 wait "$unit_pid"
-echo "--- the unit and envtest suites, run beside the e2e tests (log $unit_log):"
+echo "--- the unit and envtest suites and bench-short, run beside the e2e tests (log $unit_log):"
 cat "$unit_log"
 unit_rc=$(cat "$done_file" 2>/dev/null || echo 1)
 grep -E '^e2e: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped \(tier [a-z]+\)$' bin/e2e-ci.out | tail -1
 if [ "$unit_rc" -ne 0 ] || [ "$e2e_rc" -ne 0 ]; then
-  echo "make test: unit+envtest exit $unit_rc, e2e-ci exit $e2e_rc"
+  echo "make test: unit+envtest and bench-short exit $unit_rc, e2e-ci exit $e2e_rc"
   exit 1
 fi
