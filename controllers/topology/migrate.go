@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -61,6 +62,7 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		}
 		round := slots[start:end]
 		start = end
+		began := time.Now()
 		keys, finished, err := e.moveRound(ctx, m, round)
 		switch {
 		case len(finished) > 0 && !pace.overlapAnnounce:
@@ -78,6 +80,13 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		})
 		if err != nil {
 			return err
+		}
+		if pace.rest > 0 && start < len(slots) {
+			// Leave the nodes to their clients for a while: the source's event loop, and
+			// the machine's cores the moves share with the clients.
+			if err := sleep(ctx, time.Duration(float64(time.Since(began))*pace.rest)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -24,6 +24,9 @@ type migratePace struct {
 	// one (chunkSizer), so that a source serving clients is kept from them about this long at
 	// a time.
 	chunkTime time.Duration
+	minChunk  int64 // with chunkTime, the fewest bytes a chunk (and a batch) is cut down to
+	// rest is how long a move waits after each round, as a fraction of the round's time.
+	rest float64
 	// overlapAnnounce tells the other masters a round's new owner while the next round runs.
 	overlapAnnounce bool
 }
@@ -45,37 +48,44 @@ func (e *Engine) pace(serving []string) migratePace {
 	if len(serving) > 0 {
 		return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: servingSlotsPerRound,
 			emptyRoundsUpTo: servingSlotsPerRound, roundBytes: min(servingRoundBytes, e.opts.MigrateRoundBytes),
-			chunkTime: servingChunkTime}
+			chunkTime: servingChunkTime, minChunk: servingMinChunk, rest: servingRest}
 	}
 	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
 		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
 }
 
-// The serving pace (Engine.pace): slots per round, the first chunk's MIGRATE bytes, and how
-// long one chunk should keep a source from its clients.
+// The serving pace (Engine.pace): slots per round, the first chunk's MIGRATE bytes, the
+// fewest a chunk and a batch may hold, and how long one chunk should keep a source from its
+// clients. The floor keeps a busy machine (where every round trip takes a millisecond or
+// more) from shrinking the batches to one key each, a MIGRATE round trip per key: redis-cli
+// moves 10 keys per MIGRATE whatever their size.
 const (
 	servingSlotsPerRound = 8
-	servingRoundBytes    = 32 << 10
-	servingChunkTime     = time.Millisecond
+	servingRoundBytes    = 64 << 10
+	servingMinChunk      = 16 << 10
+	servingChunkTime     = 2 * time.Millisecond
+	servingRest          = 1.0
 )
 
 // chunkSizer sizes one move's MIGRATE chunks (drainKeys): the bytes pipelined to the source
 // at once, and the bound of one MIGRATE ... KEYS batch (Options.MigrateBatchBytes, lowered to
 // the chunk's size). With a target time (migratePace.chunkTime) it adapts to what the source
-// shows: a chunk that took longer than the target halves the next one (never below one
-// batch of one key), one that took under a quarter of it doubles it (up to
-// Options.MigrateRoundBytes). Safe for concurrent use.
+// shows: a chunk that took longer than the target halves the next one (never below
+// migratePace.minChunk, nor one batch: a key larger than that still goes alone), one that
+// took under a quarter of it doubles it (up to Options.MigrateRoundBytes). Safe for
+// concurrent use.
 type chunkSizer struct {
-	mu          sync.Mutex
-	bytes, most int64
-	batchBytes  int64
-	target      time.Duration
+	mu                 sync.Mutex
+	bytes, least, most int64
+	batchBytes         int64
+	target             time.Duration
 }
 
 // newChunkSizer returns the sizer of one move at pace p; batchBytes is
 // Options.MigrateBatchBytes, most Options.MigrateRoundBytes.
 func newChunkSizer(p migratePace, batchBytes, most int64) *chunkSizer {
-	return &chunkSizer{bytes: max(p.roundBytes, 1), most: max(most, p.roundBytes, 1), batchBytes: batchBytes, target: p.chunkTime}
+	least := max(min(p.minChunk, p.roundBytes), 1)
+	return &chunkSizer{bytes: max(p.roundBytes, 1), least: least, most: max(most, p.roundBytes, 1), batchBytes: batchBytes, target: p.chunkTime}
 }
 
 // size returns the bytes of the next chunk and the bound of one batch in it.
@@ -97,7 +107,7 @@ func (s *chunkSizer) observe(bytes int64, took time.Duration) {
 	defer s.mu.Unlock()
 	switch {
 	case took > s.target:
-		s.bytes = max(s.bytes/2, 1)
+		s.bytes = max(s.bytes/2, s.least)
 	case took < s.target/4 && bytes >= s.bytes/2:
 		s.bytes = min(s.bytes*2, s.most)
 	}

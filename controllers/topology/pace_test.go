@@ -73,7 +73,7 @@ func TestServingClients(t *testing.T) {
 		t.Fatalf("serving clients: %v, want [busy]", serving)
 	}
 	if got, want := e.pace(serving), (migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: servingSlotsPerRound,
-		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime}); got != want {
+		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime, minChunk: servingMinChunk, rest: servingRest}); got != want {
 		t.Errorf("pace with busy serving: %+v, want %+v", got, want)
 	}
 	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {
@@ -105,8 +105,8 @@ func TestChunkSizerFollowsTheSource(t *testing.T) {
 		c, _ := s.size()
 		s.observe(c, 10*servingChunkTime)
 	}
-	if got, b := s.size(); got != 1 || b != 1 {
-		t.Errorf("after slow chunks: chunk %d B, batch %d B; want 1 (a single batch, a key at least)", got, b)
+	if got, b := s.size(); got != servingMinChunk || b != servingMinChunk {
+		t.Errorf("after slow chunks: chunk %d B, batch %d B; want the floor, %d", got, b, servingMinChunk)
 	}
 	for range 40 {
 		c, _ := s.size()
