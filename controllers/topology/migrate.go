@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,10 +41,16 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), pace: pace,
 		chunks: newChunkSizer(pace, e.opts.MigrateBatchBytes, e.opts.MigrateRoundBytes)}
 	// Telling the other masters is optional (gossip spreads it too): at the full pace it
-	// overlaps the next round instead of delaying it; at the serving pace it comes between
-	// rounds, so the nodes never serve two of the move's commands at once.
+	// overlaps the next round instead of delaying it; at the serving pace it comes once, when
+	// the move ends (migratePace.announceAtEnd).
 	var announced sync.WaitGroup
 	defer announced.Wait()
+	var unannounced []int
+	defer func() {
+		if len(unannounced) > 0 {
+			e.announce(ctx, c, others, dst.ID, unannounced)
+		}
+	}()
 	var counts []int64
 	if pace.emptyRoundsUpTo > pace.slotsPerRound {
 		srcCl, _ := m.clients()
@@ -62,11 +67,10 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		}
 		round := slots[start:end]
 		start = end
-		began := time.Now()
 		keys, finished, err := e.moveRound(ctx, m, round)
 		switch {
-		case len(finished) > 0 && !pace.overlapAnnounce:
-			e.announce(ctx, c, others, dst.ID, finished)
+		case len(finished) > 0 && pace.announceAtEnd:
+			unannounced = append(unannounced, finished...)
 		case len(finished) > 0:
 			announced.Add(1)
 			go func() {
@@ -80,13 +84,6 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, ot
 		})
 		if err != nil {
 			return err
-		}
-		if pace.rest > 0 && start < len(slots) {
-			// Leave the nodes to their clients for a while: the source's event loop, and
-			// the machine's cores the moves share with the clients.
-			if err := sleep(ctx, time.Duration(float64(time.Since(began))*pace.rest)); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

@@ -25,46 +25,46 @@ type migratePace struct {
 	// a time.
 	chunkTime time.Duration
 	minChunk  int64 // with chunkTime, the fewest bytes a chunk (and a batch) is cut down to
-	// rest is how long a move waits after each round, as a fraction of the round's time.
-	rest float64
-	// overlapAnnounce tells the other masters a round's new owner while the next round runs.
-	overlapAnnounce bool
+	// announceAtEnd tells the other masters the new owner of the move's slots once, when the
+	// move ends (gossip tells them sooner): every CLUSTER SETSLOT NODE makes a master rewrite
+	// and fsync its nodes.conf before it serves anyone again. Otherwise they are told each
+	// round's while the next round runs.
+	announceAtEnd bool
 }
 
 // pace is the pace of moves: as fast as Options allow (MigrateParallel, MigrateSlotsPerRound,
 // MigrateRoundBytes) while no node they touch serves clients, and otherwise the serving pace.
-// What a client of a source waits for is the source's event loop: it runs one connection's
-// pipelined commands back to back, and a MIGRATE holds it until the target stored the keys.
-// So at the serving pace the moves still run side by side (each source in one move at a
-// time, every source then busy with its own slots: the work spreads instead of queueing),
-// but each round handles servingSlotsPerRound slots, and each chunk of MIGRATEs is sized by
-// how long the source took to run the previous one (chunkSizer, servingChunkTime), starting
-// at servingRoundBytes; the other masters are told a round's owner between rounds. The
-// former gentle pace, redis-cli's (one move at a time, one slot per round, one MIGRATE in
-// flight), measured on 2 quiet cores under 5 000 writes/s of 100 B (BenchmarkReshardUnderLoad,
-// 200 000 keys), took 5.1 s for 3→4 masters against redis-cli's 5.5 s, and 12.4 s for 4→8
-// against 17.0 s; the full pace 0.9 s and 2.1 s, with a write p99 of 9 and 18 ms.
+// What a client of a master waits for is the master's event loop and, on a small machine, a
+// core: the loop runs one connection's pipelined commands back to back, a MIGRATE holds it
+// until the target stored the keys, and every CLUSTER SETSLOT NODE makes it rewrite and fsync
+// nodes.conf. So at the serving pace one move runs at a time (several side by side kept both
+// cores of the benchmark's machine busy and tripled the writes' p99), in pipelined rounds of
+// servingSlotsPerRound slots instead of redis-cli's one, each chunk of MIGRATEs sized by how
+// long the source took to run the previous one (chunkSizer: servingChunkTime, never under
+// servingMinChunk, starting at servingRoundBytes), and the other masters are told the new
+// owner once, when the move ends (gossip tells them sooner). BenchmarkReshardUnderLoad
+// (docs/performance.md) compares it with redis-cli under 5 000 writes/s.
 func (e *Engine) pace(serving []string) migratePace {
 	if len(serving) > 0 {
-		return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: servingSlotsPerRound,
+		return migratePace{parallel: servingParallel, slotsPerRound: servingSlotsPerRound,
 			emptyRoundsUpTo: servingSlotsPerRound, roundBytes: min(servingRoundBytes, e.opts.MigrateRoundBytes),
-			chunkTime: servingChunkTime, minChunk: servingMinChunk, rest: servingRest}
+			chunkTime: servingChunkTime, minChunk: servingMinChunk, announceAtEnd: true}
 	}
 	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
-		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
+		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes}
 }
 
-// The serving pace (Engine.pace): slots per round, the first chunk's MIGRATE bytes, the
-// fewest a chunk and a batch may hold, and how long one chunk should keep a source from its
-// clients. The floor keeps a busy machine (where every round trip takes a millisecond or
-// more) from shrinking the batches to one key each, a MIGRATE round trip per key: redis-cli
-// moves 10 keys per MIGRATE whatever their size.
+// The serving pace (Engine.pace): moves at once, slots per round, the first chunk's MIGRATE
+// bytes, the fewest a chunk and a batch may hold, and how long one chunk should keep a source
+// from its clients. The floor keeps a busy machine (where every round trip takes a
+// millisecond or more) from shrinking the batches to one key each, a MIGRATE round trip per
+// key: redis-cli moves 10 keys per MIGRATE whatever their size.
 const (
+	servingParallel      = 1
 	servingSlotsPerRound = 8
-	servingRoundBytes    = 64 << 10
-	servingMinChunk      = 16 << 10
-	servingChunkTime     = 2 * time.Millisecond
-	servingRest          = 1.0
+	servingRoundBytes    = 16 << 10
+	servingMinChunk      = 4 << 10
+	servingChunkTime     = time.Millisecond
 )
 
 // chunkSizer sizes one move's MIGRATE chunks (drainKeys): the bytes pipelined to the source

@@ -72,15 +72,15 @@ func TestServingClients(t *testing.T) {
 	if !slices.Equal(serving, []string{"busy"}) {
 		t.Fatalf("serving clients: %v, want [busy]", serving)
 	}
-	if got, want := e.pace(serving), (migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: servingSlotsPerRound,
-		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime, minChunk: servingMinChunk, rest: servingRest}); got != want {
+	if got, want := e.pace(serving), (migratePace{parallel: servingParallel, slotsPerRound: servingSlotsPerRound,
+		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime, minChunk: servingMinChunk, announceAtEnd: true}); got != want {
 		t.Errorf("pace with busy serving: %+v, want %+v", got, want)
 	}
 	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {
 		t.Fatalf("serving clients among polled and idle2: %v, want none", got)
 	}
 	full := migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
-		emptyRoundsUpTo: 64 * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes, overlapAnnounce: true}
+		emptyRoundsUpTo: 64 * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes}
 	if got := e.pace(nil); got != full {
 		t.Errorf("pace with no node serving: %+v, want %+v", got, full)
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
-// The serving pace runs moves side by side (Engine.pace): a 3→4 scale-out under a client's
-// WAIT-acknowledged writes moves slots from the three masters at once. These cases interrupt
-// it while at least two moves are in flight, each source with slots open towards the new
-// master:
+// Moves run side by side (Engine.pace, MigrateParallel): a 3→4 scale-out moves slots from
+// the three masters at once, here under a client's WAIT-acknowledged writes (MigrateServingOps
+// is raised so that the writer does not put the moves at the serving pace, one at a time).
+// These cases interrupt it while at least two moves are in flight, each source with slots
+// open towards the new master:
 //
 //   - cancelled: the run's context is cancelled (as when the operator stops in the middle of
 //     a pass): every round in flight is settled, so no slot is left open anywhere before the
@@ -33,7 +34,7 @@ func TestParallelMovesInterrupted(t *testing.T) {
 	}{{"cancelled", false}, {"source-killed", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newTestCluster(t, redistest.Options{AppendFsyncAlways: true}, Options{})
+			c := newTestCluster(t, redistest.Options{AppendFsyncAlways: true}, Options{MigrateServingOps: 1 << 40})
 			all, d := c.form(3, 2)
 			ds := redistest.Dataset{Prefix: "pm", Keys: 30_000}
 			redistest.Load(t, c.client(d), ds)

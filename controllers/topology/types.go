@@ -283,10 +283,10 @@ type Options struct {
 	MigrateRoundBytes int64
 	// MigrateServingOps is the rate (commands per second, INFO stats
 	// instantaneous_ops_per_sec) from which a node counts as serving clients; moves touching
-	// such a node run at the serving pace (a few slots per round, MIGRATE chunks sized by
-	// how long the source takes to run them; see Engine.pace) instead of at
-	// MigrateSlotsPerRound and MigrateRoundBytes, trading speed for their clients' latency
-	// (default 10).
+	// such a node run at the serving pace (one at a time, 8 slots per round, MIGRATE chunks
+	// sized by how long the source takes to run them; see Engine.pace) instead of at
+	// MigrateParallel, MigrateSlotsPerRound and MigrateRoundBytes, trading speed for their
+	// clients' latency (default 10).
 	MigrateServingOps int64
 	// MigrateTimeout is MIGRATE's timeout argument, the longest the source waits on the
 	// target for one read or write (default 30 s); it is capped at a quarter of the nodes'
