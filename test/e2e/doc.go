@@ -161,6 +161,8 @@
 //	E2E_REUSE_BIN=1        use bin/localplane and bin/redis-operator as they are
 //	E2E_AFTER=FILE         hold the side-by-side group until FILE exists (at
 //	                       most 30 min; see Side by side)
+//	E2E_READY=FILE         write FILE once the plane and the operator are up,
+//	                       before the first test
 //	E2E_FIXTURE_DIR=DIR    write each cluster's RedisCluster, as `kubectl get -o
 //	                       yaml` shows it without managedFields, the first time
 //	                       it is bootstrapping, ready, scaling, upgrading,
