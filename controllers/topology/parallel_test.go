@@ -110,6 +110,13 @@ func TestParallelMovesInterrupted(t *testing.T) {
 				res = r
 				return err == nil && r != nil && r.Converged
 			})
+			// The writer goes on after the scale-out (at the full pace it may take a second),
+			// so that finish has enough acknowledged writes to read back.
+			waitFor(t, time.Minute, "150 acknowledged writes", func() bool {
+				wr.mu.Lock()
+				defer wr.mu.Unlock()
+				return len(wr.acked) >= 150
+			})
 			wr.finish(t, c, d)
 			c.assertShape(d, res)
 			redistest.Verify(t, c.client(d), ds)
