@@ -73,9 +73,9 @@
 // TestArgoCD, TestSecurity (a namespaced editor of this API's kinds
 // refused every way to borrow the operator's rights), TestRealPods (on
 // real pods: Valkey 8.1 formed, configured live and by a rolling restart,
-// scaled out and failed over under WAIT writes, and a Redis 7.0 cluster
-// formed and upgraded to 8.0 by a rolling image change; tier all runs the
-// full scenario on Redis 7.0 and 8.0 too),
+// scaled out and failed over under WAIT writes; tier all runs the full
+// scenario on Redis 7.0 and 8.0 too, and a Redis 7.0 cluster upgraded to
+// 8.0 by a rolling image change),
 // TestRealPodsLimits (on real pods under WAIT writes: a master's
 // redis-server OOM-killed by the kernel at a 256Mi limit, restarted by the
 // kubelet with its replica taking over and the operator's OOMKilled event;
@@ -87,10 +87,10 @@
 // are in tier all only (no scenario is deleted; each line says which ci
 // scenario covers the same), and the rest of the version matrix:
 //
-//   - TestRealPods/redis-7.0 and TestRealPods/redis-8.0: TestRealPods/
-//     valkey-8.1 runs the same full scenario on real pods with Valkey, and
-//     TestRealPods/upgrade-7.0-8.0 forms a Redis 7.0 cluster and rolls it
-//     to 8.0 under writes (every other ci scenario runs Redis 7.0).
+//   - TestRealPods/redis-7.0, TestRealPods/redis-8.0 and
+//     TestRealPods/upgrade-7.0-8.0: TestRealPods/valkey-8.1 runs the same
+//     full scenario on real pods with Valkey, TestUpgrade/image-tag rolls
+//     an image under writes, and every other ci scenario runs Redis 7.0.
 //   - TestScaling/3-8-5: TestScaling/3-8-5-mid-flight scales 3→8→5 under
 //     writes too (R7's sequence, with the same scale-event checks), the
 //     second step while slots still move, which is the harder case.
