@@ -134,8 +134,18 @@ func main() {
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(cachev1beta1.AddToScheme(scheme))
 
+	// Applied in the same sync as its CRDs, the operator waits until they
+	// are served rather than exiting (waitkinds.go); the manager binds the
+	// probe address only after the wait.
+	ctx := ctrl.SetupSignalHandler()
+	cfg := ctrl.GetConfigOrDie()
+	if err := waitForKinds(ctx, cfg, probeAddr, log); err != nil {
+		log.Error(err, "Stopped before the API server served the operator's kinds")
+		os.Exit(1)
+	}
+
 	shutdownTimeout := gracefulShutdownTimeout(reconciler.PassBudget)
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		GracefulShutdownTimeout: &shutdownTimeout,
 		Metrics:                 metricsOptions(metricsAddr, secureMetrics),
@@ -161,7 +171,6 @@ func main() {
 		log.Error(err, "Cannot create the manager")
 		os.Exit(1)
 	}
-	ctx := ctrl.SetupSignalHandler()
 
 	// The backup controllers and a restore (spec.bootstrap.fromBackup) read
 	// an object store's credentialsVault with spec.auth.vault's address
