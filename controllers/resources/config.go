@@ -130,6 +130,18 @@ var LiveConfigDefaults = map[string]string{
 	"replica-ignore-disk-write-errors":    "no",
 }
 
+// RefusedConfigKeys are redis.conf parameters never accepted in
+// spec.config, and LockedOffConfigKeys those accepted only as "no": each
+// lets a client run code inside redis-server (modules, DEBUG) or write
+// files (CONFIG SET dir and dbfilename). ValidateConfig refuses them as a
+// last line for clusters admitted without the validating webhook, which
+// refuses them at admission with the reason for each
+// (webhooks/redisconf.go).
+var (
+	RefusedConfigKeys   = []string{"loadmodule"}
+	LockedOffConfigKeys = []string{"enable-debug-command", "enable-module-command", "enable-protected-configs"}
+)
+
 // OperatorOwnedConfigKeys are redis.conf parameters the operator sets
 // itself, or that would break the cluster or the pods if set by a user
 // (listening address and port, cluster mode, files, credentials). A
@@ -208,6 +220,12 @@ func ValidateConfig(config map[string]string) error {
 		}
 		if slices.Contains(OperatorOwnedConfigKeys, lower) {
 			return fmt.Errorf("spec.config: key %q is set by the operator and cannot be configured", key)
+		}
+		if slices.Contains(RefusedConfigKeys, lower) {
+			return fmt.Errorf("spec.config: key %q is refused: it runs native code inside redis-server", key)
+		}
+		if slices.Contains(LockedOffConfigKeys, lower) && !strings.EqualFold(strings.TrimSpace(config[key]), "no") {
+			return fmt.Errorf("spec.config: key %q may only be \"no\": it lets clients run code or write files in redis-server", key)
 		}
 		if other, dup := seen[lower]; dup {
 			return fmt.Errorf("spec.config: keys %q and %q name the same parameter", other, key)

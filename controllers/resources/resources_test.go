@@ -386,6 +386,11 @@ func TestValidateConfig(t *testing.T) {
 		{config: map[string]string{"max memory": "1"}, errHas: "not a redis.conf parameter name"},
 		{config: map[string]string{"": "1"}, errHas: "not a redis.conf parameter name"},
 		{config: map[string]string{"maxmemory": "1", "MAXMEMORY": "2"}, errHas: "name the same parameter"},
+		{config: map[string]string{"loadmodule": "/tmp/x.so"}, errHas: `"loadmodule" is refused`},
+		{config: map[string]string{"enable-debug-command": "yes"}, errHas: `"enable-debug-command" may only be "no"`},
+		{config: map[string]string{"Enable-Module-Command": "local"}, errHas: `"Enable-Module-Command" may only be "no"`},
+		{config: map[string]string{"enable-protected-configs": "local"}, errHas: `may only be "no"`},
+		{config: map[string]string{"enable-debug-command": "no", "enable-module-command": "NO", "enable-protected-configs": "no"}},
 	} {
 		err := ValidateConfig(tc.config)
 		switch {
