@@ -117,6 +117,14 @@
 //     SIGTERMs it once), and a scale-in interrupted mid-move is
 //     TestScaling/in-kill-destination's (its destination killed).
 //
+// One top-level test is in tier all only: TestTLSCARenewal runs the suite's
+// operator with --tls-ca-validity=10m (operator-wide, so one at a time) and
+// waits about 7 minutes for the cluster's CA to renew under WAIT writes and
+// a handshake prober; TestTLS covers TLS in the ci tier, and the renewal's
+// steps are covered by TestTLSCARenewal (controllers, envtest) and
+// TestTLSCARenewalLive (controllers/topology, real redis-server) in make
+// test's unit part.
+//
 // Side by side: a top-level test that calls sideBySide(t) (t.Parallel(),
 // right after its tier) runs next to the other such tests (at most
 // `-parallel`, 4 in the Makefile) once every other top-level test has
