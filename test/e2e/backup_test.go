@@ -340,12 +340,22 @@ func TestBackupOperatorKilled(t *testing.T) {
 // when t ends).
 func restoreCluster(t testing.TB, ns, name, size, backup string) *cluster {
 	t.Helper()
+	return restoreClusterWith(t, ns, name, size, backup, nil)
+}
+
+// restoreClusterWith is restoreCluster with the RedisCluster changed by
+// mutate before it is created (another image, shard count or placement).
+func restoreClusterWith(t testing.TB, ns, name, size, backup string, mutate func(*cachev1beta1.RedisCluster)) *cluster {
+	t.Helper()
 	q := resource.MustParse(size)
 	restored := &cluster{t: t, ns: ns, name: name}
 	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1, Image: "redis:7.0",
 			Storage:   cachev1beta1.StorageSpec{Size: &q, DeleteClaimPolicy: cachev1beta1.DeleteClaimDelete},
 			Bootstrap: &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: backup}}}}
+	if mutate != nil {
+		mutate(rc)
+	}
 	restored.track()
 	if err := env.k8s.Create(context.Background(), rc); err != nil {
 		t.Fatal(err)

@@ -73,7 +73,8 @@
 // TestArgoCD, TestSecurity (a namespaced editor of this API's kinds
 // refused every way to borrow the operator's rights), TestRealPods (on
 // real pods: Valkey 8.1 formed, configured live and by a rolling restart,
-// scaled out and failed over under WAIT writes; tier all runs the full
+// scaled out and failed over under WAIT writes, then backed up and
+// restored into a new Valkey cluster; tier all runs the full
 // scenario on Redis 7.0 and 8.0 too, and a Redis 7.0 cluster upgraded to
 // 8.0 by a rolling image change),
 // TestRealPodsLimits (on real pods under WAIT writes: a master's

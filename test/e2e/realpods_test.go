@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/test/s3test"
 )
 
 // The real nodes of the e2e plane (test/localplane, Options.RealNodes):
@@ -77,7 +78,9 @@ var matrix = []server{
 // by containerd, the server reporting its own version), takes a live config
 // change, rolls a restart-only config change with planned failovers, scales
 // out to 4 shards moving keys, and loses a master's pod, all under
-// WAIT-acknowledged writes, none of which is lost (the ci tier runs this
+// WAIT-acknowledged writes, none of which is lost, and is backed up and
+// restored into a new cluster of the same server, where every
+// acknowledged write is read back (the ci tier runs this
 // for Valkey 8.1, tier all for every server: server.tier). And a running
 // 7.0 cluster upgrades to 8.0 by a rolling image change under writes.
 func TestRealPods(t *testing.T) {
@@ -122,6 +125,7 @@ func TestRealPods(t *testing.T) {
 				}
 			}, false)
 			c.checkServer(s)
+			c.backupAndRestore(t, s, w)
 		})
 	}
 
@@ -141,6 +145,42 @@ func TestRealPods(t *testing.T) {
 		c.rollingUpdate(t, "image", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Image = to.image })
 		c.checkServer(to)
 	})
+}
+
+// backupAndRestore takes a RedisClusterBackup of c (its shards' RDBs, from
+// s's server on real pods, streamed by the operator to the suite's object
+// store), restores it into a new cluster of the same image and shard count
+// on the real nodes (each pod's RDB fetched by the restore init container,
+// the operator's image, then loaded by s's server), and reads back every
+// write w acknowledged; w has stopped.
+func (c *cluster) backupAndRestore(t *testing.T, s server, w *writer) {
+	t.Helper()
+	srv := suiteStore(t)
+	bucket := s.cluster
+	srv.MakeBucket(t, bucket)
+	backupSecret(t, c.ns, "s3", s3test.SecretKey)
+	createBackup(t, c.ns, "b1", c.name, storeSpec(srv, bucket, "s3"))
+	b := waitBackup(t, c.ns, "b1", 5*time.Minute, func(b *cachev1beta1.RedisClusterBackup) bool {
+		return b.Status.Phase == cachev1beta1.BackupCompleted || b.Status.Phase == cachev1beta1.BackupFailed
+	})
+	shards := c.get().Spec.Shards
+	if b.Status.Phase != cachev1beta1.BackupCompleted || int32(len(b.Status.Shards)) != shards {
+		t.Fatalf("backup of %s on real pods: %s", s.name, backupSummary(b))
+	}
+	restored := restoreClusterWith(t, c.ns, s.cluster+"-restored", "64Mi", "b1", func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Image = s.image
+		rc.Spec.Shards = shards
+		onRealNodes(rc)
+	})
+	restored.waitReady(5 * time.Minute)
+	restored.checkServer(s)
+	acked := w.result().Acked
+	if lost, wrong := w.readBack(restored.clusterClient(), acked); len(lost)+len(wrong) > 0 {
+		t.Fatalf("restored from the backup of %s: of %d acknowledged writes %d lost (first %s), %d wrong (first %s)",
+			s.name, len(acked), len(lost), first(lost), len(wrong), first(wrong))
+	}
+	t.Logf("backup of %d bytes (%d shards, redis_version %s recorded) restored on real pods: %d acknowledged writes read back",
+		b.Status.Size, len(b.Status.Shards), b.Status.RedisVersion, len(acked))
 }
 
 // checkServer checks that every pod of c runs on a real node, its container
