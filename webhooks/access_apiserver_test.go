@@ -76,12 +76,12 @@ func TestAccessThroughAPIServer(t *testing.T) {
 		{"secret", &cachev1beta1.AuthSpec{SecretRef: &cachev1beta1.SecretKeySelector{Name: "redis-password"}},
 			[]string{`spec.auth.secretRef.name: Forbidden: user "tenant" may not get Secret "redis-password" in namespace "` + ns + `", and the operator would copy its password`}},
 		{"sa", &cachev1beta1.AuthSpec{Vault: named},
-			[]string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token for ServiceAccount "vault-login" in namespace "` + ns + `", and the operator would request a token of it (audience "vault") and send it to https://vault.vault.svc:8200: ask for a Role granting create on serviceaccounts/token with resourceNames [vault-login]`}},
+			[]string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token for ServiceAccount "vault-login" in namespace "` + ns + `", and the operator would request a token of it (audience "vault") and send it to https://vault.vault.svc:8200, logging in as role "redis" to read secret/redis/prod: ask for a Role granting create on serviceaccounts/token with resourceNames [vault-login]`}},
 		{"defaulted", &cachev1beta1.AuthSpec{Vault: vault()},
 			[]string{`spec.auth.vault.serviceAccountName: Forbidden: user "tenant" may not create serviceaccounts/token for ServiceAccount "defaulted" in namespace "` + ns + `", and serviceAccountName is empty, so "defaulted" is used`}},
 		{"token", &cachev1beta1.AuthSpec{Vault: tokenAndCA},
 			[]string{
-				`spec.auth.vault.tokenSecretRef.name: Forbidden: user "tenant" may not get Secret "vault-token" in namespace "` + ns + `", and the operator would send the Vault token it holds to https://vault.vault.svc:8200: ask for a Role granting get on secrets with resourceNames [vault-token]`,
+				`spec.auth.vault.tokenSecretRef.name: Forbidden: user "tenant" may not get Secret "vault-token" in namespace "` + ns + `", and the operator would log in to https://vault.vault.svc:8200 with the Vault token it holds and read secret/redis/prod: ask for a Role granting get on secrets with resourceNames [vault-token]`,
 				`spec.auth.vault.caSecretRef.name: Forbidden: user "tenant" may not get Secret "vault-ca"`,
 			}},
 	} {

@@ -43,21 +43,24 @@ func tokenCheck(ns, sa string, p *field.Path, consequence string) accessCheck {
 
 // vaultAccessChecks are the permissions a Vault login at p uses (v over
 // ov, nil when new; sa and oldSA the service accounts the login uses when
-// v names none): get its token Secret when it is new or changed or the
-// address moved (the token would go somewhere new), get its CA Secret when
-// new or changed, and without a token Secret, create a token of its
-// service account when the address, the account or the audience changed.
+// v names none): get its token Secret, or without one create a token of
+// its service account, whenever anything of the login changed (a new
+// address sends the token somewhere new; a new role, mount, path, key,
+// KV version, Vault namespace or auth mount reads another secret with the
+// same rights; a new audience makes the token valid for something new);
+// get its CA Secret when new or changed.
 func vaultAccessChecks(ns string, p *field.Path, ov *cachev1beta1.VaultSource, oldSA string, v *cachev1beta1.VaultSource, sa string) []accessCheck {
 	var checks []accessCheck
-	moved := ov == nil || ov.Address != v.Address
-	if ref := v.TokenSecretRef; ref != nil && (moved || !sameSelector(ov.TokenSecretRef, ref)) {
-		checks = append(checks, secretCheck(ns, ref.Name, p.Child("tokenSecretRef", "name"), fmt.Sprintf("the operator would send the Vault token it holds to %s", v.Address)))
+	changed := ov == nil || oldSA != sa || !apiequality.Semantic.DeepEqual(*ov, *v)
+	if ref := v.TokenSecretRef; ref != nil && changed {
+		checks = append(checks, secretCheck(ns, ref.Name, p.Child("tokenSecretRef", "name"),
+			fmt.Sprintf("the operator would log in to %s with the Vault token it holds and read %s", v.Address, vaultSecretName(v))))
 	}
 	if ref := v.CASecretRef; ref != nil && (ov == nil || !sameSelector(ov.CASecretRef, ref)) {
 		checks = append(checks, secretCheck(ns, ref.Name, p.Child("caSecretRef", "name"), "the operator would read it as Vault's CA bundle"))
 	}
-	if v.TokenSecretRef == nil && (moved || ov.TokenSecretRef != nil || oldSA != sa || ov.Audience != v.Audience) {
-		what := fmt.Sprintf("the operator would request a token of it (audience %q) and send it to %s", v.Audience, v.Address)
+	if v.TokenSecretRef == nil && changed {
+		what := fmt.Sprintf("the operator would request a token of it (audience %q) and send it to %s, logging in as role %q to read %s", v.Audience, v.Address, v.Role, vaultSecretName(v))
 		if v.ServiceAccountName == "" {
 			what = fmt.Sprintf("serviceAccountName is empty, so %q is used; %s", sa, what)
 		}
@@ -69,15 +72,18 @@ func vaultAccessChecks(ns string, p *field.Path, ov *cachev1beta1.VaultSource, o
 // objectStoreAccessChecks are the permissions an object store at p uses
 // (s over os, nil when new; sa and oldSA the service accounts its Vault
 // login uses when it names none): get its credentials Secret when new or
-// changed, or when the endpoint moved (the signed requests would go
+// changed, or when the store moved (another endpoint, bucket, prefix,
+// region or addressing style: the signed requests would read or write
 // somewhere new); get its CA Secret when new or changed; its Vault login's
-// (vaultAccessChecks) when the endpoint moved too.
+// (vaultAccessChecks) when the store moved too.
 func objectStoreAccessChecks(ns string, p *field.Path, os *cachev1beta1.ObjectStoreSpec, oldSA string, s *cachev1beta1.ObjectStoreSpec, sa string) []accessCheck {
 	var checks []accessCheck
-	moved := os == nil || os.Endpoint != s.Endpoint
+	moved := os == nil || os.Endpoint != s.Endpoint || os.Bucket != s.Bucket || os.Prefix != s.Prefix ||
+		os.Region != s.Region || os.ForcePathStyle != s.ForcePathStyle
 	if ref := s.CredentialsSecretRef; ref != nil && (moved || os.CredentialsSecretRef == nil || *os.CredentialsSecretRef != *ref) {
 		checks = append(checks, secretCheck(ns, ref.Name, p.Child("credentialsSecretRef", "name"),
-			fmt.Sprintf("the operator would sign requests to %s with the access keys it holds (keys %q and %q)", s.Endpoint, ref.AccessKeyIDKey, ref.SecretAccessKeyKey)))
+			fmt.Sprintf("the operator would sign requests to %s (bucket %q, prefix %q) with the access keys it holds (keys %q and %q)",
+				s.Endpoint, s.Bucket, s.Prefix, ref.AccessKeyIDKey, ref.SecretAccessKeyKey)))
 	}
 	if ref := s.CASecretRef; ref != nil && (os == nil || !sameSelector(os.CASecretRef, ref)) {
 		checks = append(checks, secretCheck(ns, ref.Name, p.Child("caSecretRef", "name"), "the operator would read it as the object store's CA bundle"))
@@ -90,6 +96,15 @@ func objectStoreAccessChecks(ns string, p *field.Path, os *cachev1beta1.ObjectSt
 		checks = append(checks, vaultAccessChecks(ns, p.Child("credentialsVault", "vault"), ov, oldSA, &cv.Vault, loginServiceAccount(sa, &cv.Vault))...)
 	}
 	return checks
+}
+
+// vaultSecretName names the KV v2 secret a login reads, for messages.
+func vaultSecretName(v *cachev1beta1.VaultSource) string {
+	mount := v.Mount
+	if mount == "" {
+		mount = "secret"
+	}
+	return fmt.Sprintf("%s/%s", mount, v.Path)
 }
 
 // userAccessChecks: each spec.users entry's password source, matched with

@@ -77,7 +77,7 @@ func TestTenantThroughAPIServer(t *testing.T) {
 		return []string{
 			forbidden(p+".clusterName", `get Secret "demo-auth"`),
 			forbidden(p+".objectStore.credentialsSecretRef.name", `get Secret "db-password"`) +
-				`, and the operator would sign requests to https://s3.example.com with the access keys it holds (keys "username" and "password")`,
+				`, and the operator would sign requests to https://s3.example.com (bucket "backups", prefix "") with the access keys it holds (keys "username" and "password")`,
 		}
 	}
 	token := func(p string) string {
