@@ -46,7 +46,7 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 		// No restore pending (done, or fromBackup removed before it ran).
 		return ctrl.Result{}, false, r.deleteRestoreKeys(ctx, s)
 	}
-	spec, path, want, err := r.restoreSource(ctx, s.rc)
+	spec, path, want, login, err := r.restoreSource(ctx, s.rc)
 	endpoints := r.objectStoreEndpoints()
 	if err == nil {
 		// Before any Secret or Vault secret is read for it.
@@ -57,7 +57,7 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 	ownedKeys := false
 	if err == nil && spec.CredentialsVault != nil {
 		// The pods' init containers read the keys from a Secret (env).
-		spec, err = r.restoreKeysFromVault(ctx, s, spec)
+		spec, err = r.restoreKeysFromVault(ctx, s, spec, login)
 		ownedKeys = true
 	}
 	var store *backup.Store
@@ -102,13 +102,13 @@ func (r *RedisClusterReconciler) reconcileRestore(ctx context.Context, s *scope)
 
 // restoreKeysFromVault reads the access key pair of spec's credentialsVault with
 // r.BackupVault (the login and address policy of the backups; an empty serviceAccountName
-// logs in as the restored cluster's service account) into the owned Secret
+// logs in as the service account named login, restoreSource's) into the owned Secret
 // resources.RestoreKeysSecretName, and returns a copy of spec that names that Secret as its
 // credentialsSecretRef instead: the restore init containers read keys from a Secret, never
 // from Vault. When Vault does not answer or refuses after it gave a pair, the restore goes on
 // with that pair (the init containers may already be using it). The Secret is deleted once
 // the cluster is formed or fromBackup is removed (deleteRestoreKeys).
-func (r *RedisClusterReconciler) restoreKeysFromVault(ctx context.Context, s *scope, spec *cachev1beta1.ObjectStoreSpec) (*cachev1beta1.ObjectStoreSpec, error) {
+func (r *RedisClusterReconciler) restoreKeysFromVault(ctx context.Context, s *scope, spec *cachev1beta1.ObjectStoreSpec, login string) (*cachev1beta1.ObjectStoreSpec, error) {
 	name := resources.RestoreKeysSecretName(s.rc.Name)
 	live := &corev1.Secret{}
 	// getChild asks the API server when the cache does not show it: a Secret of that name
@@ -127,7 +127,7 @@ func (r *RedisClusterReconciler) restoreKeysFromVault(ctx context.Context, s *sc
 	var keys backup.Keys
 	if r.BackupVault == nil {
 		err = errors.New("this operator has no Vault client for object stores")
-	} else if keys, err = r.BackupVault.Keys(ctx, s.rc.Namespace, s.rc.Name, spec.CredentialsVault); err != nil {
+	} else if keys, err = r.BackupVault.Keys(ctx, s.rc.Namespace, login, spec.CredentialsVault); err != nil {
 		err = fmt.Errorf("reading the object store's keys from Vault (%s): %w", credentials.Reason(err), err)
 	}
 	switch {
@@ -202,32 +202,37 @@ func (r *RedisClusterReconciler) objectStoreEndpoints() backup.EndpointPolicy {
 // path its spec gives; the manifest its namespace, cluster, name and UID),
 // or the object store and path given (whose namespace part must be the
 // cluster's; the manifest the path's namespace, cluster and backup).
-func (r *RedisClusterReconciler) restoreSource(ctx context.Context, rc *cachev1beta1.RedisCluster) (*cachev1beta1.ObjectStoreSpec, string, backup.ManifestIdentity, error) {
+// login is the service account an empty serviceAccountName of the store's
+// credentialsVault means: the backed-up cluster's name for a
+// RedisClusterBackup (what its own login used, and what the webhook asked
+// the user to be allowed to mint), the restored cluster's for a store given
+// in the spec.
+func (r *RedisClusterReconciler) restoreSource(ctx context.Context, rc *cachev1beta1.RedisCluster) (spec *cachev1beta1.ObjectStoreSpec, path string, want backup.ManifestIdentity, login string, err error) {
 	fb := rc.Spec.Bootstrap.FromBackup
 	if fb.BackupName == "" {
 		want, err := backup.PathIdentity(rc.Namespace, fb.Path)
 		if err != nil {
-			return nil, "", want, &invalidRestoreError{"spec.bootstrap.fromBackup.path: " + err.Error()}
+			return nil, "", want, "", &invalidRestoreError{"spec.bootstrap.fromBackup.path: " + err.Error()}
 		}
-		return fb.ObjectStore, fb.Path, want, nil
+		return fb.ObjectStore, fb.Path, want, rc.Name, nil
 	}
 	var b cachev1beta1.RedisClusterBackup
 	if err := r.reader().Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: fb.BackupName}, &b); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, "", backup.ManifestIdentity{}, &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s not found", fb.BackupName)}
+			return nil, "", backup.ManifestIdentity{}, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s not found", fb.BackupName)}
 		}
-		return nil, "", backup.ManifestIdentity{}, err
+		return nil, "", backup.ManifestIdentity{}, "", err
 	}
 	switch b.Status.Phase {
 	case cachev1beta1.BackupCompleted:
 		path, want, err := backup.BackupIdentity(&b)
 		if err != nil {
-			return nil, "", want, &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s: %v", fb.BackupName, err)}
+			return nil, "", want, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s: %v", fb.BackupName, err)}
 		}
-		return &b.Spec.ObjectStore, path, want, nil
+		return &b.Spec.ObjectStore, path, want, b.Spec.ClusterName, nil
 	case cachev1beta1.BackupFailed:
-		return nil, "", backup.ManifestIdentity{}, &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s failed", fb.BackupName)}
+		return nil, "", backup.ManifestIdentity{}, "", &invalidRestoreError{fmt.Sprintf("spec.bootstrap.fromBackup.backupName: RedisClusterBackup %s failed", fb.BackupName)}
 	default:
-		return nil, "", backup.ManifestIdentity{}, fmt.Errorf("RedisClusterBackup %s is %s, not Completed yet", fb.BackupName, b.Status.Phase)
+		return nil, "", backup.ManifestIdentity{}, "", fmt.Errorf("RedisClusterBackup %s is %s, not Completed yet", fb.BackupName, b.Status.Phase)
 	}
 }

@@ -87,6 +87,8 @@ func accessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 	checks = append(checks, userAccessChecks(old, obj)...)
 	checks = append(checks, restoreAccessChecks(old, obj)...)
 	checks = append(checks, podExtrasAccessChecks(old, obj)...)
+	checks = append(checks, dataAccessChecks(old, obj)...)
+	checks = append(checks, exposureAccessChecks(old, obj)...)
 	return checks
 }
 

@@ -1,7 +1,10 @@
 package webhooks
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis-operator/redis-operator/controllers/resources"
@@ -29,5 +32,17 @@ func TestControllerRefusesWhatTheWebhookRefuses(t *testing.T) {
 		if redisParams[name].kind != kindLockedOff {
 			t.Errorf("resources.LockedOffConfigKeys has %s, which the webhook does not lock off", name)
 		}
+	}
+}
+
+// TestShippedExporterImageIsTheDefault: the exporter image enabling needs
+// no access check for is the one the CRD defaults spec.exporter.image to.
+func TestShippedExporterImageIsTheDefault(t *testing.T) {
+	crd, err := os.ReadFile(filepath.Join("..", "kustomize", "base", "crd", "bases", "cache.redis.io_redisclusters.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(crd), "default: "+shippedExporterImage+"\n") {
+		t.Errorf("the RedisCluster CRD does not default an image to %s: update shippedExporterImage with ExporterSpec.Image's default", shippedExporterImage)
 	}
 }

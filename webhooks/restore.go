@@ -13,7 +13,9 @@ import (
 )
 
 // checkRestore rejects, on create, a spec.bootstrap.fromBackup.backupName
-// that names no RedisClusterBackup of the namespace, a Failed one, or a
+// that names no RedisClusterBackup of the namespace, one whose data and
+// object store the user may not read (what creating that backup would
+// ask: get its cluster's auth Secret, its store's credentials), a Failed one, or a
 // Completed one that cannot bootstrap this spec (backup.CheckRestorable:
 // another shard count, a newer Redis than the image's). A backup still
 // running is accepted (the controller waits for it); a backup given by
@@ -33,6 +35,21 @@ func (v *Validator) checkRestore(ctx context.Context, old, obj *cachev1beta1.Red
 			return nil
 		}
 		return apierrors.NewInternalError(fmt.Errorf("reading RedisClusterBackup %s: %w", name, err))
+	}
+	// Restoring reads what the backup read: every key of its cluster, with
+	// its object store's keys (backupAccessChecks, as if the user created
+	// that backup).
+	if v.Access != nil {
+		checks := backupAccessChecks(obj.Namespace, field.NewPath("spec", "bootstrap", "fromBackup", "backupName"), nil, &b.Spec)
+		for i := range checks {
+			checks[i].path = p
+			checks[i].consequence = fmt.Sprintf("restoring RedisClusterBackup %s reads what it holds: %s", name, checks[i].consequence)
+		}
+		denied, err := reviewAccess(ctx, v.Access, checks)
+		if err != nil {
+			return err
+		}
+		r.add(denied...)
 	}
 	switch b.Status.Phase {
 	case cachev1beta1.BackupFailed:

@@ -180,6 +180,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Access: SubjectAccessReviewer{Client: mgr.GetClient()},
 		// Uncached: the webhook serves in every replica, not only the leader.
 		Backups:      mgr.GetAPIReader(),
+		Claims:       mgr.GetAPIReader(),
 		ObjectStores: opts.ObjectStores,
 	}
 	// For the hub, the builder also registers the conversion webhook at

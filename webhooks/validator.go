@@ -39,6 +39,9 @@ type Validator struct {
 	// Backups reads the RedisClusterBackup a new cluster restores from
 	// (checkRestore). Nil skips that check.
 	Backups client.Reader
+	// Claims lists the claims a new cluster would take over from a deleted
+	// one of its name (checkClaims). Nil skips that check.
+	Claims client.Reader
 	// ObjectStores is where object-store endpoints (a backup's, a
 	// restore's) may point; the same policy the backup controller applies.
 	// Nil allows every endpoint the schema allows.
@@ -86,6 +89,9 @@ func (v *Validator) validateHub(ctx context.Context, old, obj *cachev1beta1.Redi
 	v.checkVaultAddress(old, obj, &r)
 	v.checkRestoreEndpoint(old, obj, &r)
 	if err := v.checkRestore(ctx, old, obj, &r); err != nil {
+		return result{}, err
+	}
+	if err := v.checkClaims(ctx, old, obj, &r); err != nil {
 		return result{}, err
 	}
 	denied, err := v.authorize(ctx, old, obj)
@@ -153,6 +159,9 @@ func (v *Validator) ValidateV1alpha1(ctx context.Context, old, obj *cachev1alpha
 	if err != nil {
 		return nil, err
 	}
+	if e := checkCarriedStatus(old != nil, oldHub, hub); e != nil {
+		r.errs = append(r.errs, e)
+	}
 	mapped := result{}
 	for _, e := range r.errs {
 		mapped.errs = append(mapped.errs, toV1alpha1Error(e, obj, hub))
@@ -172,6 +181,38 @@ func (v *Validator) ValidateV1alpha1(ctx context.Context, old, obj *cachev1alpha
 }
 
 var annotationPath = field.NewPath("metadata", "annotations").Key(cachev1alpha1.ConversionDataAnnotation)
+
+// checkCarriedStatus refuses a v1alpha1 write whose conversion data
+// carries another status than the stored object's (on update, oldHub: the
+// stored object as v1alpha1, converted back; on create it must carry
+// none): the API server keeps a
+// RedisCluster's status from its writers except through the status
+// subresource, but the v1beta1 status fields v1alpha1 cannot hold travel in
+// an annotation, which any editor may write. Reads fill it afresh and
+// patches keep it, so only a hand-made value differs.
+func checkCarriedStatus(update bool, oldHub, hub *cachev1beta1.RedisCluster) *field.Error {
+	want := cachev1beta1.RedisClusterStatus{}
+	if update {
+		if oldHub == nil {
+			return nil // unreadable stored data: toHub judged it already
+		}
+		want = carriedStatus(oldHub)
+	}
+	if apiequality.Semantic.DeepEqual(carriedStatus(hub), want) {
+		return nil
+	}
+	return field.Forbidden(annotationPath, "its status part is the operator's (written through the status subresource, copied here by every read): "+
+		"a write of the object may not change it; read the object again and keep the annotation as read")
+}
+
+// carriedStatus is hub's status without the fields v1alpha1's own status
+// holds (conditions, masterPod, readyReplicas): what the conversion data
+// carries.
+func carriedStatus(hub *cachev1beta1.RedisCluster) cachev1beta1.RedisClusterStatus {
+	st := *hub.Status.DeepCopy()
+	st.Conditions, st.MasterPod, st.ReadyReplicas = nil, "", 0
+	return st
+}
 
 // toHub converts a v1alpha1 object to v1beta1. fresh is true when the
 // object carries no conversion data, so the v1beta1-only fields are empty

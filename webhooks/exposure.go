@@ -1,0 +1,138 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// shippedExporterImage is ExporterSpec.Image's schema default
+// (apis/cache/v1beta1), the redis_exporter the project ships with:
+// enabling the exporter with it runs no code the user chose.
+const shippedExporterImage = "oliver006/redis_exporter:v1.67.0"
+
+// dataAccessChecks: what exposes an existing cluster's keys is reading
+// them, which the cluster's password (its auth Secret) guards, so on an
+// update the user must be allowed to get that Secret (and, with TLS, the
+// TLS Secret whose private key the pods mount) to:
+//   - run another image in the Redis pods (spec.image), or an exporter
+//     image other than the shipped one: the new code runs with the keys
+//     (data), the password (auth) and the private key (tls) mounted;
+//   - turn authentication off (spec.auth.disabled): anyone who reaches the
+//     pods could then read every key.
+//
+// A new cluster holds nothing yet: its image and auth are the creator's
+// (a restore and retained claims are checked on their own: checkRestore,
+// checkClaims).
+func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
+	if old == nil {
+		return nil
+	}
+	auth := resources.SecretName(obj.Name)
+	guard := func(p *field.Path, what string) []accessCheck {
+		checks := []accessCheck{secretCheck(obj.Namespace, auth, p,
+			fmt.Sprintf("%s, which the cluster's password (Secret %s) guards", what, auth))}
+		if obj.Spec.TLSEnabled() {
+			checks = append(checks, secretCheck(obj.Namespace, resources.TLSSecretName(obj), p,
+				"the Redis pods mount its private key, which the new image could read"))
+		}
+		return checks
+	}
+	var checks []accessCheck
+	if old.Spec.Image != obj.Spec.Image {
+		checks = append(checks, guard(field.NewPath("spec", "image"),
+			fmt.Sprintf("image %q would run in the Redis pods with every key and the password of the cluster", obj.Spec.Image))...)
+	}
+	e, oe := obj.Spec.Exporter, old.Spec.Exporter
+	if e.Enabled && e.Image != shippedExporterImage && (!oe.Enabled || oe.Image != e.Image) {
+		checks = append(checks, guard(field.NewPath("spec", "exporter", "image"),
+			fmt.Sprintf("image %q would run beside Redis in every pod, with the exporter's password and network access to the keys", e.Image))...)
+	}
+	if authDisabled(obj) && !authDisabled(old) {
+		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "auth", "disabled"),
+			fmt.Sprintf("anyone who reaches the Redis pods could read every key, which the cluster's password (Secret %s) guards", auth)))
+	}
+	return checks
+}
+
+func authDisabled(rc *cachev1beta1.RedisCluster) bool {
+	return rc.Spec.Auth != nil && rc.Spec.Auth.Disabled
+}
+
+// exposureAccessChecks: a client Service of type NodePort or LoadBalancer
+// (spec.service.type) and the per-pod Services of spec.externalAccess
+// make the operator create Services, reachable from outside the cluster
+// but for per-pod ClusterIP ones: when the client Service becomes
+// exposed, the per-pod Services appear or become exposed, the user must
+// be allowed to create Services.
+func exposureAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
+	var checks []accessCheck
+	create := func(p *field.Path, what string) {
+		checks = append(checks, accessCheck{path: p, consequence: "the operator would create " + what,
+			attrs: authorizationv1.ResourceAttributes{Namespace: obj.Namespace, Verb: "create", Resource: "services"}})
+	}
+	if t := serviceType(obj); exposed(t) && (old == nil || serviceType(old) != t) {
+		create(field.NewPath("spec", "service", "type"), fmt.Sprintf("the client Service as type %s, reachable from outside the cluster", t))
+	}
+	if obj.Spec.ExternalAccessEnabled() {
+		t := obj.Spec.ExternalAccess.Type
+		switch {
+		case old == nil || !old.Spec.ExternalAccessEnabled():
+			what := fmt.Sprintf("a Service of type %s for every Redis pod", t)
+			if exposed(t) {
+				what += ", reachable from outside the cluster"
+			}
+			create(field.NewPath("spec", "externalAccess", "enabled"), what)
+		case exposed(t) && old.Spec.ExternalAccess.Type != t:
+			create(field.NewPath("spec", "externalAccess", "type"), fmt.Sprintf("every Redis pod's Service as type %s, reachable from outside the cluster", t))
+		}
+	}
+	return checks
+}
+
+func serviceType(rc *cachev1beta1.RedisCluster) corev1.ServiceType {
+	if rc.Spec.Service == nil {
+		return ""
+	}
+	return rc.Spec.Service.Type
+}
+
+func exposed(t corev1.ServiceType) bool {
+	return t == corev1.ServiceTypeNodePort || t == corev1.ServiceTypeLoadBalancer
+}
+
+// checkClaims asks, on create, for get on every claim a deleted
+// RedisCluster of the same name left behind (deleteClaimPolicy Retain,
+// the default; found by the cluster label its StatefulSets give them):
+// the new cluster's pods would mount them and serve their keys, under the
+// new spec's image and password. Without Claims nothing is checked.
+func (v *Validator) checkClaims(ctx context.Context, old, obj *cachev1beta1.RedisCluster, r *result) error {
+	if v.Claims == nil || v.Access == nil || old != nil {
+		return nil
+	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := v.Claims.List(ctx, &claims, client.InNamespace(obj.Namespace),
+		client.MatchingLabels{resources.LabelCluster: obj.Name}); err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("listing the claims RedisCluster %s would take over: %w", obj.Name, err))
+	}
+	var checks []accessCheck
+	for _, c := range claims.Items {
+		checks = append(checks, accessCheck{path: field.NewPath("metadata", "name"),
+			consequence: "a RedisCluster of this name left it behind, and the new cluster's pods would mount it and serve its keys",
+			attrs:       authorizationv1.ResourceAttributes{Namespace: obj.Namespace, Verb: "get", Resource: "persistentvolumeclaims", Name: c.Name}})
+	}
+	denied, err := reviewAccess(ctx, v.Access, checks)
+	if err != nil {
+		return err
+	}
+	r.add(denied...)
+	return nil
+}

@@ -1,0 +1,247 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
+	"github.com/redis-operator/redis-operator/controllers/resources"
+)
+
+// TestTenantEditsOthersObjects is the second half of the attacker's
+// afternoon, found by a review from outside: "tenant" may edit this API's
+// three kinds and nothing else, and edits objects "trusted" set up, or
+// creates ones that lean on them, to make the operator read or expose
+// what trusted may and tenant may not. Each attempt is refused with the
+// field and the Role that would allow it; trusted makes the same change.
+func TestTenantEditsOthersObjects(t *testing.T) {
+	admin := startAPIServer(t)
+	ctx := context.Background()
+	ns := newNamespace(t, admin, "edits")
+
+	editor := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-editor"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{cachev1beta1.GroupVersion.Group},
+			Resources: []string{"redisclusters", "redisclusterbackups", "redisclusterscheduledbackups"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
+	rights := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "what-the-specs-use"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
+		},
+	}
+	for _, obj := range []client.Object{
+		editor, rights,
+		binding(ns, "tenant-edits", editor.Name, "tenant"),
+		binding(ns, "trusted-edits", editor.Name, "trusted"),
+		binding(ns, "trusted-rights", rights.Name, "trusted"),
+	} {
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenant, trusted := as(t, "tenant"), as(t, "trusted")
+	forbidden := func(path, what string) string {
+		return path + `: Forbidden: user "tenant" may not ` + what + ` in namespace "` + ns + `"`
+	}
+	store := func() cachev1beta1.ObjectStoreSpec {
+		return cachev1beta1.ObjectStoreSpec{Endpoint: "https://s3.example.com", Bucket: "backups", Region: "us-east-1",
+			CredentialsSecretRef: &cachev1beta1.ObjectStoreCredentials{Name: "db-password", AccessKeyIDKey: "username", SecretAccessKeyKey: "password"}}
+	}
+	cluster := func(name string, mutate func(*cachev1beta1.RedisCluster)) *cachev1beta1.RedisCluster {
+		rc := validHub()
+		rc.Namespace, rc.Name = ns, name
+		rc.Spec.Storage.DeleteClaimPolicy = cachev1beta1.DeleteClaimDelete
+		if mutate != nil {
+			mutate(rc)
+		}
+		return rc
+	}
+	// trusted's objects.
+	victim := cluster("victim", func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true, SecretName: "admin-tls"}
+	})
+	vaulted := cluster("vaulted", func(rc *cachev1beta1.RedisCluster) {
+		rc.Spec.Auth = &cachev1beta1.AuthSpec{Vault: &cachev1beta1.VaultSource{Address: "https://vault.vault.svc:8200",
+			Path: "redis/prod", Role: "redis", ServiceAccountName: "ci-deployer"}}
+	})
+	daily := &cachev1beta1.RedisClusterScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "daily"},
+		Spec: cachev1beta1.RedisClusterScheduledBackupSpec{Schedule: "0 3 * * *",
+			Template: cachev1beta1.RedisClusterBackupSpec{ClusterName: "victim", ObjectStore: store()}}}
+	nightly := &cachev1beta1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+		Spec: cachev1beta1.RedisClusterBackupSpec{ClusterName: "victim", ObjectStore: store()}}
+	for _, obj := range []client.Object{victim, vaulted, daily, nightly} {
+		if err := trusted.Create(ctx, obj); err != nil {
+			t.Fatalf("trusted creating %s: %v", obj.GetName(), err)
+		}
+	}
+	// A claim a deleted RedisCluster "retained" left behind.
+	size := resource.MustParse("1Gi")
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-retained-shard-0-0",
+		Labels: map[string]string{resources.LabelCluster: "retained"}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}}}
+	if err := admin.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+
+	edit := func(obj client.Object, mutate func()) func(c client.Client) error {
+		return func(c client.Client) error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+			mutate()
+			return c.Update(ctx, obj)
+		}
+	}
+	create := func(make func() client.Object) func(c client.Client) error {
+		return func(c client.Client) error { return c.Create(ctx, make()) }
+	}
+	victimRC := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "victim"}}
+	vaultedRC := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vaulted"}}
+	dailySB := &cachev1beta1.RedisClusterScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "daily"}}
+	cases := []struct {
+		name string
+		do   func(c client.Client) error
+		want []string
+	}{
+		{"image on another's cluster", edit(victimRC, func() { victimRC.Spec.Image = "attacker.example.com/evil:7.0.15" }), []string{
+			forbidden("spec.image", `get Secret "victim-auth"`) + `, and image "attacker.example.com/evil:7.0.15" would run in the Redis pods`,
+			forbidden("spec.image", `get Secret "admin-tls"`),
+		}},
+		{"exporter image on another's cluster", edit(victimRC, func() {
+			victimRC.Spec.Exporter = cachev1beta1.ExporterSpec{Enabled: true, Image: "attacker.example.com/evil-exporter:1"}
+		}), []string{
+			forbidden("spec.exporter.image", `get Secret "victim-auth"`),
+			forbidden("spec.exporter.image", `get Secret "admin-tls"`),
+		}},
+		{"auth turned off on another's cluster", edit(victimRC, func() { victimRC.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true} }), []string{
+			forbidden("spec.auth.disabled", `get Secret "victim-auth"`) + ", and anyone who reaches the Redis pods could read every key",
+		}},
+		{"per-pod Services on another's cluster", edit(victimRC, func() {
+			victimRC.Spec.ExternalAccess = &cachev1beta1.ExternalAccessSpec{Enabled: true, Type: corev1.ServiceTypeClusterIP}
+		}), []string{
+			forbidden("spec.externalAccess.enabled", "create services") + ", and the operator would create a Service of type ClusterIP for every Redis pod",
+		}},
+		{"exposed outside the cluster", edit(victimRC, func() {
+			victimRC.Spec.Service = &cachev1beta1.ClientServiceSpec{Type: corev1.ServiceTypeLoadBalancer}
+			victimRC.Spec.ExternalAccess = &cachev1beta1.ExternalAccessSpec{Enabled: true, Type: corev1.ServiceTypeLoadBalancer}
+		}), []string{
+			// One permission, one review: named once, at the first field.
+			forbidden("spec.service.type", "create services") + ", and the operator would create the client Service as type LoadBalancer",
+		}},
+		{"Vault login reads another path", edit(vaultedRC, func() { vaultedRC.Spec.Auth.Vault.Path = "platform/admin" }), []string{
+			forbidden("spec.auth.vault.serviceAccountName", `create serviceaccounts/token for ServiceAccount "ci-deployer"`) +
+				`, and the operator would request a token of it (audience "vault") and send it to https://vault.vault.svc:8200, logging in as role "redis" to read secret/platform/admin`,
+		}},
+		{"Vault login as another role", edit(vaultedRC, func() { vaultedRC.Spec.Auth.Vault.Role = "platform-admin" }), []string{
+			forbidden("spec.auth.vault.serviceAccountName", `create serviceaccounts/token for ServiceAccount "ci-deployer"`),
+		}},
+		{"schedule writes to another bucket", edit(dailySB, func() {
+			dailySB.Spec.Template.ObjectStore.Bucket = "tenant-public-bucket"
+			dailySB.Spec.Template.ObjectStore.Prefix = "loot"
+		}), []string{
+			forbidden("spec.template.objectStore.credentialsSecretRef.name", `get Secret "db-password"`) +
+				`, and the operator would sign requests to https://s3.example.com (bucket "tenant-public-bucket", prefix "loot")`,
+		}},
+		{"restore of another's backup by name", create(func() client.Object {
+			return cluster("thief", func(rc *cachev1beta1.RedisCluster) {
+				rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true}
+				rc.Spec.Bootstrap = &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: "nightly"}}
+			})
+		}), []string{
+			forbidden("spec.bootstrap.fromBackup.backupName", `get Secret "victim-auth"`) + ", and restoring RedisClusterBackup nightly reads what it holds: a backup copies every key",
+			forbidden("spec.bootstrap.fromBackup.backupName", `get Secret "db-password"`) + ", and restoring RedisClusterBackup nightly reads what it holds: the operator would sign requests",
+		}},
+		{"a new cluster taking a retained claim", create(func() client.Object {
+			return cluster("retained", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true} })
+		}), []string{
+			forbidden("metadata.name", `get PersistentVolumeClaim "data-retained-shard-0-0"`) + ", and a RedisCluster of this name left it behind",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			causes := apiCauses(t, tc.do(tenant))
+			if len(causes) != len(tc.want) {
+				t.Fatalf("tenant: causes %q, want %d", causes, len(tc.want))
+			}
+			for _, w := range tc.want {
+				if !hasCause(causes, w) {
+					t.Errorf("tenant: causes %q, want one starting with %q", causes, w)
+				}
+			}
+			if !strings.Contains(strings.Join(causes, "\n"), "ask for a Role granting") {
+				t.Errorf("tenant: no cause says which Role would allow it: %q", causes)
+			}
+			if err := tc.do(trusted); err != nil {
+				t.Fatalf("trusted: %v", err)
+			}
+		})
+	}
+
+	// v1beta1 status rides in v1alpha1's conversion annotation: a write may
+	// not change it, on create nor on update; a patch that keeps it passes.
+	smuggled := `{"status":{"phase":"Ready","formedTime":"2020-01-01T00:00:00Z","leavingShards":["own-shard-9"]}}`
+	own := &cachev1alpha1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own",
+		Annotations: map[string]string{cachev1alpha1.ConversionDataAnnotation: smuggled}},
+		Spec: cachev1alpha1.RedisClusterSpec{Replicas: 6}}
+	const carried = "metadata.annotations[cache.redis.io/conversion-data]: Forbidden: its status part is the operator's"
+	if causes := apiCauses(t, tenant.Create(ctx, own.DeepCopy())); !hasCause(causes, carried) {
+		t.Errorf("tenant creating a v1alpha1 cluster carrying a status: causes %q, want one starting with %q", causes, carried)
+	}
+	delete(own.Annotations, cachev1alpha1.ConversionDataAnnotation)
+	if err := tenant.Create(ctx, own); err != nil {
+		t.Fatalf("tenant creating a plain v1alpha1 cluster: %v", err)
+	}
+	read := &cachev1alpha1.RedisCluster{}
+	if err := tenant.Get(ctx, client.ObjectKeyFromObject(own), read); err != nil {
+		t.Fatal(err)
+	}
+	relabelled := read.DeepCopy()
+	relabelled.Labels = map[string]string{"team": "cache"}
+	if err := tenant.Update(ctx, relabelled); err != nil {
+		t.Errorf("tenant relabelling a v1alpha1 cluster, annotation kept as read: %v", err)
+	}
+	if err := tenant.Get(ctx, client.ObjectKeyFromObject(own), read); err != nil {
+		t.Fatal(err)
+	}
+	// The spec part as read, the status part made up.
+	var data map[string]any
+	if err := json.Unmarshal([]byte(read.Annotations[cachev1alpha1.ConversionDataAnnotation]), &data); err != nil {
+		t.Fatal(err)
+	}
+	data["status"] = map[string]any{"phase": "Ready", "formedTime": "2020-01-01T00:00:00Z", "leavingShards": []string{"own-shard-9"}}
+	forged, _ := json.Marshal(data)
+	read.Annotations[cachev1alpha1.ConversionDataAnnotation] = string(forged)
+	if causes := apiCauses(t, tenant.Update(ctx, read)); len(causes) != 1 || !strings.HasPrefix(causes[0], carried) {
+		t.Errorf("tenant rewriting a v1alpha1 cluster's carried status: causes %q, want one starting with %q", causes, carried)
+	}
+	stored := &cachev1beta1.RedisCluster{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(own), stored); err != nil || stored.Status.FormedTime != nil || len(stored.Status.LeavingShards) > 0 {
+		t.Errorf("stored status %+v (%v): want none of the smuggled one", stored.Status, err)
+	}
+
+	// What stays open to the tenant: editing other fields of another's
+	// cluster, and the shipped exporter.
+	if err := edit(victimRC, func() {
+		victimRC.Spec.Exporter = cachev1beta1.ExporterSpec{Enabled: true, Image: shippedExporterImage}
+		victimRC.Spec.Config["maxmemory-policy"] = "noeviction"
+	})(tenant); err != nil {
+		t.Errorf("tenant enabling the shipped exporter and changing a config key: %v", err)
+	}
+}
