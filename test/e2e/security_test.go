@@ -34,7 +34,9 @@ import (
 // minting another account's token (also for the API server's audience), a
 // user's password from Vault as another account, a restore reading a
 // Secret, pod extras mounting a Secret, a projected token and the
-// operator's own auth volume, and the config keys that load code. Each is
+// operator's own auth volume, and the config keys that load code; and,
+// leaning on a cluster and a backup the admin set up, a new image in the
+// cluster's pods, its auth turned off, the backup restored by name. Each is
 // refused by the webhooks with a message naming the field and the Role
 // that would allow it, nothing is stored, and the API server's audit log
 // shows that the operator's ServiceAccount read no Secret and minted no
@@ -160,9 +162,98 @@ func TestSecurity(t *testing.T) {
 		}
 		t.Logf("refused: %s", tc.name)
 	}
+
+	// Leaning on what someone allowed set up (the plane's admin here): a
+	// cluster and a backup of it. The tenant may not read the cluster
+	// through a new image or by turning its auth off, nor restore the
+	// backup by name.
+	// In a namespace of their own, where the tenant has the same Role: the
+	// operator reads what these objects name there, which the audit check
+	// below (of ns) would otherwise count. The store's endpoint is on the
+	// operator's own loopback.
+	const ownedNS = ns + "-owned"
+	if err := ensureNamespace(ctx, ownedNS); err != nil {
+		t.Fatal(err)
+	}
+	ownedEditor := editor.DeepCopy()
+	ownedEditor.Namespace, ownedEditor.ResourceVersion = ownedNS, ""
+	owned := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ownedNS, Name: "owned"},
+		Spec: cachev1beta1.RedisClusterSpec{Shards: 3, Paused: true}}
+	nightly := backupOf("nightly", store())
+	nightly.Namespace, nightly.Spec.ClusterName = ownedNS, owned.Name
+	nightly.Spec.ObjectStore.Endpoint = "https://127.0.0.1:1"
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ownedNS, Name: "db-password"}, StringData: map[string]string{"username": "app", "password": "hunter2"}},
+		ownedEditor,
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ownedNS, Name: "tenant-edits"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: editor.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}}},
+		owned, nightly,
+	} {
+		if err := env.k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = env.k8s.Delete(context.Background(), owned)
+		_ = env.k8s.Delete(context.Background(), nightly)
+	})
+	deniedIn := func(path, what string) string {
+		return denied(path, what) + ` in namespace "` + ownedNS + `"`
+	}
+	editOwned := func(mutate func(*cachev1beta1.RedisCluster)) error {
+		rc := &cachev1beta1.RedisCluster{}
+		if err := tenant.Get(ctx, client.ObjectKeyFromObject(owned), rc); err != nil {
+			return err
+		}
+		mutate(rc)
+		return tenant.Update(ctx, rc)
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+		want []string
+	}{
+		{"another's cluster running a new image", func() error {
+			return editOwned(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Image = "attacker.example.com/evil:7.0.15" })
+		}, []string{deniedIn("spec.image", `get Secret "owned-auth"`)}},
+		{"another's cluster with auth turned off", func() error {
+			return editOwned(func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true} })
+		}, []string{deniedIn("spec.auth.disabled", `get Secret "owned-auth"`)}},
+		{"another's backup restored by name", func() error {
+			thief := cluster("thief", func(rc *cachev1beta1.RedisCluster) {
+				rc.Spec.Bootstrap = &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: "nightly"}}
+			})
+			thief.SetNamespace(ownedNS)
+			return tenant.Create(ctx, thief)
+		}, []string{
+			deniedIn("spec.bootstrap.fromBackup.backupName", `get Secret "owned-auth"`),
+			deniedIn("spec.bootstrap.fromBackup.backupName", `get Secret "db-password"`)}},
+	} {
+		err := tc.do()
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) || status.Status().Details == nil {
+			t.Errorf("%s: %v, want the webhook's refusal", tc.name, err)
+			continue
+		}
+		var causes []string
+		for _, c := range status.Status().Details.Causes {
+			causes = append(causes, c.Field+": "+c.Message)
+		}
+		for _, w := range tc.want {
+			if !slices.ContainsFunc(causes, func(c string) bool { return strings.HasPrefix(c, w) }) {
+				t.Errorf("%s: causes %q, want one starting with %q", tc.name, causes, w)
+			}
+		}
+		t.Logf("refused: %s", tc.name)
+	}
 	var backups cachev1beta1.RedisClusterBackupList
 	if err := env.k8s.List(ctx, &backups, client.InNamespace(ns)); err != nil || len(backups.Items) > 0 {
 		t.Errorf("backups stored in %s: %d (%v)", ns, len(backups.Items), err)
+	}
+	var clusters cachev1beta1.RedisClusterList
+	if err := env.k8s.List(ctx, &clusters, client.InNamespace(ownedNS)); err != nil || len(clusters.Items) != 1 || clusters.Items[0].Spec.Image == "attacker.example.com/evil:7.0.15" {
+		t.Errorf("clusters stored in %s: %d (%v), want only the admin's, unchanged", ownedNS, len(clusters.Items), err)
 	}
 
 	// The webhooks asked with SubjectAccessReviews; the operator itself
