@@ -23,35 +23,11 @@ import (
 func TestTenantThroughAPIServer(t *testing.T) {
 	admin := startAPIServer(t)
 	ctx := context.Background()
-	ns := newNamespace(t, admin, "tenant")
-
-	editor := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-editor"},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{cachev1beta1.GroupVersion.Group},
-			Resources: []string{"redisclusters", "redisclusterbackups", "redisclusterscheduledbackups"},
-			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
-		}},
-	}
-	rights := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "what-the-specs-use"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"db-password", "demo-auth", "cache-auth"}},
-			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{"ci-deployer", "default"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}},
-		},
-	}
-	for _, obj := range []client.Object{
-		editor, rights,
-		binding(ns, "tenant-edits", editor.Name, "tenant"),
-		binding(ns, "trusted-edits", editor.Name, "trusted"),
-		binding(ns, "trusted-rights", rights.Name, "trusted"),
-	} {
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tenant, trusted := as(t, "tenant"), as(t, "trusted")
+	ns, tenant, trusted := tenantNamespace(t, admin, "tenant", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"db-password", "demo-auth", "cache-auth"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{"ci-deployer", "default"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}},
+	})
 
 	store := func() cachev1beta1.ObjectStoreSpec {
 		return cachev1beta1.ObjectStoreSpec{Endpoint: "https://s3.example.com", Bucket: "backups", Region: "us-east-1",
@@ -197,4 +173,32 @@ func TestTenantThroughAPIServer(t *testing.T) {
 			t.Errorf("backup with a %s leaving its path: %v, want the schema's pattern refusal", name, err)
 		}
 	}
+}
+
+// tenantNamespace makes a namespace where "tenant" and "trusted" may edit
+// this API's three kinds, and trusted also holds rights (what the specs
+// make the operator use); it returns the namespace and a client of each.
+func tenantNamespace(t *testing.T, admin client.Client, name string, rights []rbacv1.PolicyRule) (string, client.Client, client.Client) {
+	t.Helper()
+	ns := newNamespace(t, admin, name)
+	editor := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-editor"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{cachev1beta1.GroupVersion.Group},
+			Resources: []string{"redisclusters", "redisclusterbackups", "redisclusterscheduledbackups"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
+	uses := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "what-the-specs-use"}, Rules: rights}
+	for _, obj := range []client.Object{
+		editor, uses,
+		binding(ns, "tenant-edits", editor.Name, "tenant"),
+		binding(ns, "trusted-edits", editor.Name, "trusted"),
+		binding(ns, "trusted-rights", uses.Name, "trusted"),
+	} {
+		if err := admin.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns, as(t, "tenant"), as(t, "trusted")
 }

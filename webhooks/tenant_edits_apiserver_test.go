@@ -26,36 +26,12 @@ import (
 func TestTenantEditsOthersObjects(t *testing.T) {
 	admin := startAPIServer(t)
 	ctx := context.Background()
-	ns := newNamespace(t, admin, "edits")
-
-	editor := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-editor"},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{cachev1beta1.GroupVersion.Group},
-			Resources: []string{"redisclusters", "redisclusterbackups", "redisclusterscheduledbackups"},
-			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
-		}},
-	}
-	rights := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "what-the-specs-use"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
-			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
-			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"create"}},
-			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
-		},
-	}
-	for _, obj := range []client.Object{
-		editor, rights,
-		binding(ns, "tenant-edits", editor.Name, "tenant"),
-		binding(ns, "trusted-edits", editor.Name, "trusted"),
-		binding(ns, "trusted-rights", rights.Name, "trusted"),
-	} {
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tenant, trusted := as(t, "tenant"), as(t, "trusted")
+	ns, tenant, trusted := tenantNamespace(t, admin, "edits", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
+	})
 	forbidden := func(path, what string) string {
 		return path + `: Forbidden: user "tenant" may not ` + what + ` in namespace "` + ns + `"`
 	}

@@ -57,18 +57,8 @@ func TestRunsAgainstAKubeconfig(t *testing.T) {
 		<-done
 	})
 
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	rc := &cachev1beta1.RedisCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "cmd", Namespace: "default"},
-		Spec:       cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1},
-	}
-	if err := k8s.Create(ctx, rc); err != nil {
-		t.Fatal(err)
-	}
+	k8s, rc := createCluster(t, cfg, scheme, "cmd")
 	waitOperator(t, 60*time.Second, exited, &logs, func() error { return reconciled(ctx, k8s, rc) })
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -161,6 +151,15 @@ func TestManifestsSubcommand(t *testing.T) {
 // client-go's and the v1beta1 types.
 func startEnvtest(t *testing.T) (*envtest.Environment, *rest.Config, *runtime.Scheme) {
 	t.Helper()
+	return startEnvtestCRDs(t, true)
+}
+
+// crdPaths is where the generated CRDs are.
+var crdPaths = []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")}
+
+// startEnvtestCRDs is startEnvtest, with the CRDs installed or not.
+func startEnvtestCRDs(t *testing.T, withCRDs bool) (*envtest.Environment, *rest.Config, *runtime.Scheme) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
 		t.Setenv("KUBEBUILDER_ASSETS", abs)
@@ -172,10 +171,9 @@ func startEnvtest(t *testing.T) (*envtest.Environment, *rest.Config, *runtime.Sc
 	if err := cachev1beta1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
+	env := &envtest.Environment{Scheme: scheme}
+	if withCRDs {
+		env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = crdPaths, true
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -191,6 +189,13 @@ func startEnvtest(t *testing.T) (*envtest.Environment, *rest.Config, *runtime.Sc
 func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Scheme, string) {
 	t.Helper()
 	env, cfg, scheme := startEnvtest(t)
+	return cfg, scheme, kubeconfigFor(t, env, cfg, user)
+}
+
+// kubeconfigFor writes a kubeconfig of env for a user named user in
+// system:masters into a temporary directory of t and returns its path.
+func kubeconfigFor(t *testing.T, env *envtest.Environment, cfg *rest.Config, user string) string {
+	t.Helper()
 	u, err := env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +208,25 @@ func envtestWithKubeconfig(t *testing.T, user string) (*rest.Config, *runtime.Sc
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return cfg, scheme, path
+	return path
+}
+
+// createCluster creates a 3×1 RedisCluster name in namespace default and
+// returns it with the client that created it.
+func createCluster(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, name string) (client.Client, *cachev1beta1.RedisCluster) {
+	t.Helper()
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &cachev1beta1.RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1},
+	}
+	if err := k8s.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	return k8s, rc
 }
 
 // runOperator builds the command and runs it with args, POD_NAMESPACE set

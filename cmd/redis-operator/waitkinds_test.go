@@ -6,19 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
 )
 
 // TestWaitsForItsCRDs starts the operator against an API server that does
@@ -28,35 +20,8 @@ import (
 // liveness probe does not restart it), and once the CRDs are installed it
 // reconciles a RedisCluster with its manager's own probes ready.
 func TestWaitsForItsCRDs(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		abs, _ := filepath.Abs(filepath.Join("..", "..", "bin"))
-		t.Setenv("KUBEBUILDER_ASSETS", abs)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := cachev1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{Scheme: scheme} // no CRDs yet
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run `make tools` first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	u, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	env, cfg, scheme := startEnvtestCRDs(t, false)
+	kubeconfigPath := kubeconfigFor(t, env, cfg, "operator")
 	probeAddr := freeAddr(t)
 
 	exited, logs := runOperator(t, "", "--kubeconfig", kubeconfigPath, "--webhooks=false",
@@ -82,23 +47,11 @@ func TestWaitsForItsCRDs(t *testing.T) {
 	default:
 	}
 
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("..", "..", "kustomize", "base", "crd", "bases")}, ErrorIfPathMissing: true, Scheme: scheme,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: crdPaths, ErrorIfPathMissing: true, Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rc := &cachev1beta1.RedisCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "late-crds", Namespace: "default"},
-		Spec:       cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1},
-	}
-	if err := k8s.Create(ctx, rc); err != nil {
-		t.Fatal(err)
-	}
+	k8s, rc := createCluster(t, cfg, scheme, "late-crds")
 	waitOperator(t, 60*time.Second, exited, logs, func() error {
 		if code, body := probe(probeAddr, "/readyz"); code != http.StatusOK {
 			return fmt.Errorf("/readyz after the CRDs: %d %s", code, body)

@@ -145,22 +145,7 @@ func TestSecurity(t *testing.T) {
 			rc.Spec.Config = map[string]string{"enable-debug-command": "yes"}
 		}), []string{`spec.config[enable-debug-command]: Forbidden`}},
 	} {
-		err := tenant.Create(ctx, tc.obj)
-		var status apierrors.APIStatus
-		if !errors.As(err, &status) || status.Status().Details == nil {
-			t.Errorf("%s: %v, want the webhook's refusal", tc.name, err)
-			continue
-		}
-		var causes []string
-		for _, c := range status.Status().Details.Causes {
-			causes = append(causes, c.Field+": "+c.Message)
-		}
-		for _, w := range tc.want {
-			if !slices.ContainsFunc(causes, func(c string) bool { return strings.HasPrefix(c, w) }) {
-				t.Errorf("%s: causes %q, want one starting with %q", tc.name, causes, w)
-			}
-		}
-		t.Logf("refused: %s", tc.name)
+		checkRefused(t, tc.name, tenant.Create(ctx, tc.obj), tc.want)
 	}
 
 	// Leaning on what someone allowed set up (the plane's admin here): a
@@ -230,22 +215,7 @@ func TestSecurity(t *testing.T) {
 			deniedIn("spec.bootstrap.fromBackup.backupName", `get Secret "owned-auth"`),
 			deniedIn("spec.bootstrap.fromBackup.backupName", `get Secret "db-password"`)}},
 	} {
-		err := tc.do()
-		var status apierrors.APIStatus
-		if !errors.As(err, &status) || status.Status().Details == nil {
-			t.Errorf("%s: %v, want the webhook's refusal", tc.name, err)
-			continue
-		}
-		var causes []string
-		for _, c := range status.Status().Details.Causes {
-			causes = append(causes, c.Field+": "+c.Message)
-		}
-		for _, w := range tc.want {
-			if !slices.ContainsFunc(causes, func(c string) bool { return strings.HasPrefix(c, w) }) {
-				t.Errorf("%s: causes %q, want one starting with %q", tc.name, causes, w)
-			}
-		}
-		t.Logf("refused: %s", tc.name)
+		checkRefused(t, tc.name, tc.do(), tc.want)
 	}
 	var backups cachev1beta1.RedisClusterBackupList
 	if err := env.k8s.List(ctx, &backups, client.InNamespace(ns)); err != nil || len(backups.Items) > 0 {
@@ -290,6 +260,27 @@ func TestSecurity(t *testing.T) {
 	if tenantRefused == 0 {
 		t.Errorf("the audit logs (%d files) do not show the tenant's refused read of the Secret: they do not cover this scenario", len(files))
 	}
+}
+
+// checkRefused fails t unless err is the webhook's refusal with, for each
+// of want, a cause (field: message) starting with it.
+func checkRefused(t *testing.T, name string, err error, want []string) {
+	t.Helper()
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		t.Errorf("%s: %v, want the webhook's refusal", name, err)
+		return
+	}
+	var causes []string
+	for _, c := range status.Status().Details.Causes {
+		causes = append(causes, c.Field+": "+c.Message)
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(causes, func(c string) bool { return strings.HasPrefix(c, w) }) {
+			t.Errorf("%s: causes %q, want one starting with %q", name, causes, w)
+		}
+	}
+	t.Logf("refused: %s", name)
 }
 
 // tenantClient is a client of the plane authenticated as ServiceAccount sa
