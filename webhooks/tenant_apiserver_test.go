@@ -108,18 +108,7 @@ func TestTenantThroughAPIServer(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			causes := apiCauses(t, tenant.Create(ctx, tc.obj()))
-			if len(causes) != len(tc.want) {
-				t.Fatalf("tenant: causes %q, want %d", causes, len(tc.want))
-			}
-			for _, w := range tc.want {
-				if !hasCause(causes, w) {
-					t.Errorf("tenant: causes %q, want one starting with %q", causes, w)
-				}
-			}
-			if !strings.Contains(strings.Join(causes, "\n"), "ask for a Role granting") {
-				t.Errorf("tenant: no cause says which Role would allow it: %q", causes)
-			}
+			checkTenantCauses(t, apiCauses(t, tenant.Create(ctx, tc.obj())), tc.want)
 			if tc.name == "pod-extras" {
 				// The cluster's own auth Secret is not in trusted's Role either.
 				return
@@ -201,4 +190,21 @@ func tenantNamespace(t *testing.T, admin client.Client, name string, rights []rb
 		}
 	}
 	return ns, as(t, "tenant"), as(t, "trusted")
+}
+
+// checkTenantCauses: the tenant's refusal has exactly the causes want (by
+// prefix), and one of them names the Role that would allow it.
+func checkTenantCauses(t *testing.T, causes, want []string) {
+	t.Helper()
+	if len(causes) != len(want) {
+		t.Fatalf("tenant: causes %q, want %d", causes, len(want))
+	}
+	for _, w := range want {
+		if !hasCause(causes, w) {
+			t.Errorf("tenant: causes %q, want one starting with %q", causes, w)
+		}
+	}
+	if !strings.Contains(strings.Join(causes, "\n"), "ask for a Role granting") {
+		t.Errorf("tenant: no cause says which Role would allow it: %q", causes)
+	}
 }
