@@ -39,12 +39,16 @@ var (
 // ValidateBackup validates a RedisClusterBackup being created (old nil) or
 // updated by the user of the admission request in ctx. The spec is
 // immutable (a CEL rule), so an update that leaves it alone (status,
-// labels, finalizers, deletion) is not checked again.
+// labels, finalizers, deletion) is not checked again; one that changes it
+// while the object is being deleted is refused.
 func (v *Validator) ValidateBackup(ctx context.Context, old, obj *cachev1beta1.RedisClusterBackup) (admission.Warnings, error) {
 	var oldSpec *cachev1beta1.RedisClusterBackupSpec
 	if old != nil {
-		if obj.DeletionTimestamp != nil || apiequality.Semantic.DeepEqual(old.Spec, obj.Spec) {
+		if apiequality.Semantic.DeepEqual(old.Spec, obj.Spec) {
 			return nil, nil
+		}
+		if obj.DeletionTimestamp != nil {
+			return nil, terminatingSpecChange(backupKind, obj.Name)
 		}
 		oldSpec = &old.Spec
 	}
@@ -55,14 +59,25 @@ func (v *Validator) ValidateBackup(ctx context.Context, old, obj *cachev1beta1.R
 	return r.admissionOf(backupKind, obj.Name)
 }
 
+// terminatingSpecChange refuses a spec change of an object being deleted:
+// only its metadata (finalizers) may change now, and a spec written then
+// would never be checked or used.
+func terminatingSpecChange(gk schema.GroupKind, name string) error {
+	return apierrors.NewInvalid(gk, name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
+		"the object is being deleted: its spec can no longer change")})
+}
+
 // ValidateScheduledBackup validates a RedisClusterScheduledBackup being
 // created (old nil) or updated by the user of the admission request in
 // ctx: its template as a backup's spec.
 func (v *Validator) ValidateScheduledBackup(ctx context.Context, old, obj *cachev1beta1.RedisClusterScheduledBackup) (admission.Warnings, error) {
 	var oldSpec *cachev1beta1.RedisClusterBackupSpec
 	if old != nil {
-		if obj.DeletionTimestamp != nil || apiequality.Semantic.DeepEqual(old.Spec, obj.Spec) {
+		if apiequality.Semantic.DeepEqual(old.Spec, obj.Spec) {
 			return nil, nil
+		}
+		if obj.DeletionTimestamp != nil {
+			return nil, terminatingSpecChange(scheduledBackupKind, obj.Name)
 		}
 		oldSpec = &old.Spec.Template
 	}

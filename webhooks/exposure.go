@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +27,12 @@ const shippedExporterImage = "oliver006/redis_exporter:v1.67.0"
 //   - run another image in the Redis pods (spec.image), or an exporter
 //     image other than the shipped one: the new code runs with the keys
 //     (data), the password (auth) and the private key (tls) mounted;
-//   - turn authentication off (spec.auth.disabled): anyone who reaches the
-//     pods could then read every key.
+//   - turn authentication off (spec.auth.disabled), stop requiring client
+//     certificates (spec.tls.authClients away from Required) or open the
+//     plain-text port (spec.tls.plainPort): anyone who reaches the pods
+//     could then read every key;
+//   - add an ACL user or change a user's rules (spec.users): whoever holds
+//     its password reads or writes the keys the rules allow.
 //
 // A new cluster holds nothing yet: its image and auth are the creator's
 // (a restore and retained claims are checked on their own: checkRestore,
@@ -60,7 +65,39 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "auth", "disabled"),
 			fmt.Sprintf("anyone who reaches the Redis pods could read every key, which the cluster's password (Secret %s) guards", auth)))
 	}
+	if t, ot := obj.Spec.TLS, old.Spec.TLS; t != nil && ot != nil && t.Enabled && ot.Enabled {
+		if ot.AuthClients == cachev1beta1.TLSAuthClientsRequired && t.AuthClients != cachev1beta1.TLSAuthClientsRequired {
+			checks = append(checks, guard(field.NewPath("spec", "tls", "authClients"),
+				"clients without a certificate of the cluster's CA would be let in to every key")...)
+		}
+		if t.PlainPort && !ot.PlainPort {
+			checks = append(checks, guard(field.NewPath("spec", "tls", "plainPort"),
+				"clients without TLS (and without a certificate) would be let in to every key")...)
+		}
+	}
+	if usersChanged(old.Spec.Users, obj.Spec.Users) {
+		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "users"),
+			fmt.Sprintf("a new ACL user, or new rules for one, reads or writes the keys its rules allow, which the cluster's password (Secret %s) guards", auth)))
+	}
 	return checks
+}
+
+// usersChanged reports whether users holds an entry old does not (by
+// name), or one whose rules changed. Removing users, or changing only
+// where a password comes from (checked on its own: userAccessChecks), is
+// no change here.
+func usersChanged(old, users []cachev1beta1.UserSpec) bool {
+	before := map[string]string{}
+	for _, u := range old {
+		before[u.Name] = u.Rules
+	}
+	for _, u := range users {
+		rules, ok := before[u.Name]
+		if !ok || rules != u.Rules {
+			return true
+		}
+	}
+	return false
 }
 
 func authDisabled(rc *cachev1beta1.RedisCluster) bool {
@@ -111,7 +148,8 @@ func exposed(t corev1.ServiceType) bool {
 
 // checkClaims asks, on create, for get on every claim a deleted
 // RedisCluster of the same name left behind (deleteClaimPolicy Retain,
-// the default; found by the cluster label its StatefulSets give them):
+// the default; found by the cluster label its StatefulSets give them, or
+// by the names they would claim, data-<name>-shard-...):
 // the new cluster's pods would mount them and serve their keys, under the
 // new spec's image and password. Without Claims nothing is checked.
 func (v *Validator) checkClaims(ctx context.Context, old, obj *cachev1beta1.RedisCluster, r *result) error {
@@ -119,12 +157,14 @@ func (v *Validator) checkClaims(ctx context.Context, old, obj *cachev1beta1.Redi
 		return nil
 	}
 	var claims corev1.PersistentVolumeClaimList
-	if err := v.Claims.List(ctx, &claims, client.InNamespace(obj.Namespace),
-		client.MatchingLabels{resources.LabelCluster: obj.Name}); err != nil {
+	if err := v.Claims.List(ctx, &claims, client.InNamespace(obj.Namespace)); err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("listing the claims RedisCluster %s would take over: %w", obj.Name, err))
 	}
 	var checks []accessCheck
 	for _, c := range claims.Items {
+		if c.Labels[resources.LabelCluster] != obj.Name && !strings.HasPrefix(c.Name, resources.DataVolumeName+"-"+obj.Name+"-shard-") {
+			continue
+		}
 		checks = append(checks, accessCheck{path: field.NewPath("metadata", "name"),
 			consequence: "a RedisCluster of this name left it behind, and the new cluster's pods would mount it and serve its keys",
 			attrs:       authorizationv1.ResourceAttributes{Namespace: obj.Namespace, Verb: "get", Resource: "persistentvolumeclaims", Name: c.Name}})

@@ -381,6 +381,10 @@ func validateConfig(config map[string]string, p *field.Path, r *result) {
 			prm = redisParams[name]
 		}
 		if !known {
+			if part, risky := riskyUnknownKey(key); risky {
+				r.add(field.Forbidden(kp, fmt.Sprintf("%q is not a parameter this operator knows, and its name holds %q: a parameter of a newer server that names listening, announced addresses, files, credentials or code could send clients elsewhere or expose the data, so it is refused until the operator knows it", key, part)))
+				continue
+			}
 			r.warn(kp, "%q is not a Redis 7.0 parameter; redis-server refuses to start with a directive it does not know, so make sure the image's Redis version has it", key)
 			continue
 		}
@@ -649,4 +653,26 @@ func checkRenameCommand(value string) string {
 		return fmt.Sprintf("%s must keep its name: the operator, the redis_exporter sidecar or Redis Cluster clients use it", strings.ToUpper(cmd))
 	}
 	return ""
+}
+
+// riskyKeyWords are words of a parameter's name (between dashes) that
+// choose where the server listens or what it tells clients (Valkey 8's
+// cluster-announce-client-ipv4 sends every MOVED there), which files it
+// writes, which credentials it uses, or which code it runs; a word
+// starting with ip (ipv4, ipv6) counts too.
+var riskyKeyWords = []string{"announce", "bind", "port", "socket", "unixsocket", "hostname", "addr", "address", "file", "dir", "path",
+	"pass", "password", "auth", "acl", "tls", "cert", "module", "debug", "protected", "enable", "replicaof", "slaveof", "master"}
+
+// riskyUnknownKey reports whether key, a parameter not in redisParams,
+// holds one of riskyKeyWords (or a word starting with ip), and which.
+func riskyUnknownKey(key string) (string, bool) {
+	for _, word := range strings.Split(key, "-") {
+		if slices.Contains(riskyKeyWords, word) {
+			return word, true
+		}
+		if strings.HasPrefix(word, "ip") {
+			return word, true
+		}
+	}
+	return "", false
 }

@@ -50,7 +50,7 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 	}
 	// trusted's objects.
 	victim := cluster("victim", func(rc *cachev1beta1.RedisCluster) {
-		rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true, SecretName: "admin-tls"}
+		rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true, SecretName: "admin-tls", AuthClients: cachev1beta1.TLSAuthClientsRequired}
 	})
 	vaulted := cluster("vaulted", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Auth = &cachev1beta1.AuthSpec{Vault: &cachev1beta1.VaultSource{Address: "https://vault.vault.svc:8200",
@@ -72,8 +72,12 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 		Labels: map[string]string{resources.LabelCluster: "retained"}},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}}}
-	if err := admin.Create(ctx, claim); err != nil {
-		t.Fatal(err)
+	unlabelled := claim.DeepCopy()
+	unlabelled.Name, unlabelled.Labels = "data-nolabel-shard-0-0", nil
+	for _, c := range []client.Object{claim, unlabelled} {
+		if err := admin.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	edit := func(obj client.Object, mutate func()) func(c client.Client) error {
@@ -144,6 +148,29 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 			forbidden("spec.bootstrap.fromBackup.backupName", `get Secret "victim-auth"`) + ", and restoring RedisClusterBackup nightly reads what it holds: a backup copies every key",
 			forbidden("spec.bootstrap.fromBackup.backupName", `get Secret "db-password"`) + ", and restoring RedisClusterBackup nightly reads what it holds: the operator would sign requests",
 		}},
+		{"a new cluster taking a retained claim without the cluster's label", create(func() client.Object {
+			return cluster("nolabel", nil)
+		}), []string{
+			forbidden("metadata.name", `get PersistentVolumeClaim "data-nolabel-shard-0-0"`),
+		}},
+		{"an ACL user added to another's cluster", edit(victimRC, func() {
+			victimRC.Spec.Users = append(victimRC.Spec.Users, cachev1beta1.UserSpec{Name: "mine", Rules: "~* &* +@all",
+				PasswordFrom: cachev1beta1.UserPasswordSource{SecretRef: &cachev1beta1.SecretKeySelector{Name: "mine", Key: "password"}}})
+		}), []string{
+			forbidden("spec.users", `get Secret "victim-auth"`) + ", and a new ACL user, or new rules for one, reads or writes the keys its rules allow",
+			forbidden("spec.users[0].passwordFrom.secretRef.name", `get Secret "mine"`),
+		}},
+		{"another's user given every key", edit(victimRC, func() { victimRC.Spec.Users[0].Rules = "~* &* +@all +@dangerous" }), []string{
+			forbidden("spec.users", `get Secret "victim-auth"`),
+		}},
+		{"client certificates no longer required", edit(victimRC, func() { victimRC.Spec.TLS.AuthClients = cachev1beta1.TLSAuthClientsNone }), []string{
+			forbidden("spec.tls.authClients", `get Secret "victim-auth"`) + ", and clients without a certificate of the cluster's CA would be let in",
+			forbidden("spec.tls.authClients", `get Secret "admin-tls"`),
+		}},
+		{"the plain-text port opened", edit(victimRC, func() { victimRC.Spec.TLS.PlainPort = true }), []string{
+			forbidden("spec.tls.plainPort", `get Secret "victim-auth"`),
+			forbidden("spec.tls.plainPort", `get Secret "admin-tls"`),
+		}},
 		{"a new cluster taking a retained claim", create(func() client.Object {
 			return cluster("retained", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true} })
 		}), []string{
@@ -199,6 +226,28 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 	stored := &cachev1beta1.RedisCluster{}
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(own), stored); err != nil || stored.Status.FormedTime != nil || len(stored.Status.LeavingShards) > 0 {
 		t.Errorf("stored status %+v (%v): want none of the smuggled one", stored.Status, err)
+	}
+
+	// A restore is chosen with the cluster: not added later, by anyone (a
+	// paused cluster never formed, so it would restore).
+	paused := cluster("paused", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Paused = true })
+	if err := tenant.Create(ctx, paused); err != nil {
+		t.Fatalf("tenant creating its own paused cluster: %v", err)
+	}
+	for _, c := range []client.Client{tenant, trusted} {
+		err := edit(paused, func() {
+			paused.Spec.Paused = false
+			paused.Spec.Bootstrap = &cachev1beta1.BootstrapSpec{FromBackup: &cachev1beta1.FromBackupSpec{BackupName: "nightly"}}
+		})(c)
+		if causes := apiCauses(t, err); !hasCause(causes, "spec.bootstrap: Forbidden: is set when the RedisCluster is created") {
+			t.Errorf("bootstrap added to an existing cluster: causes %q", causes)
+		}
+	}
+	// A parameter this operator does not know, that would choose what
+	// clients are told: refused to everyone.
+	err := edit(victimRC, func() { victimRC.Spec.Config["cluster-announce-client-ipv4"] = "203.0.113.7" })(trusted)
+	if causes := apiCauses(t, err); !hasCause(causes, `spec.config[cluster-announce-client-ipv4]: Forbidden: "cluster-announce-client-ipv4" is not a parameter this operator knows`) {
+		t.Errorf("an unknown announce parameter: causes %q", causes)
 	}
 
 	// What stays open to the tenant: editing other fields of another's

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"fmt"
 	"maps"
 	"net/url"
@@ -164,6 +165,14 @@ func (v *Validator) validateUpdate(old, new *cachev1beta1.RedisClusterSpec) resu
 	}
 
 	validateTLSUpdate(old, new, p.Child("tls"), &r)
+
+	// A restore is chosen with the cluster: the CRD's rule keeps a set
+	// bootstrap unchanged (for v1beta1 requests), and here none may appear
+	// later either, which would restore a backup into a cluster created
+	// without one (and paused, so it never formed).
+	if new.Bootstrap != nil && !apiequality.Semantic.DeepEqual(old.Bootstrap, new.Bootstrap) {
+		r.add(field.Forbidden(p.Child("bootstrap"), "is set when the RedisCluster is created and cannot be added or changed later; create a new RedisCluster to restore a backup"))
+	}
 
 	fraction := v.ScaleInWarningFraction
 	if fraction <= 0 {

@@ -530,7 +530,8 @@ func TestWarnings(t *testing.T) {
 }
 
 // TestUpdatesRatchet: an object stored before a rule existed can still get
-// labels, lose its finalizers and be deleted.
+// labels, lose its finalizers and be deleted, and keep its claims while it
+// is being deleted.
 func TestUpdatesRatchet(t *testing.T) {
 	v := &Validator{}
 	stored := validHub()
@@ -540,12 +541,21 @@ func TestUpdatesRatchet(t *testing.T) {
 	if _, err := v.ValidateV1beta1(context.Background(), stored, relabelled); err != nil {
 		t.Fatalf("metadata-only update rejected: %v", err)
 	}
-	deleting := stored.DeepCopy()
-	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
-	deleting.Spec.Shards = 2
-	if _, err := v.ValidateV1beta1(context.Background(), stored, deleting); err != nil {
-		t.Fatalf("update of an object being deleted rejected: %v", err)
+	// Being deleted, its claims may still be kept (or not), and nothing
+	// else may change: a spec written now would never be checked or applied.
+	stored.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	keep := stored.DeepCopy()
+	keep.Spec.Storage.DeleteClaimPolicy = cachev1beta1.DeleteClaimDelete
+	if _, err := v.ValidateV1beta1(context.Background(), stored, keep); err != nil {
+		t.Fatalf("deleteClaimPolicy changed on an object being deleted: %v", err)
 	}
+	deleting := stored.DeepCopy()
+	deleting.Spec.Shards = 2
+	if _, err := v.ValidateV1beta1(context.Background(), stored, deleting); err == nil ||
+		!strings.Contains(err.Error(), "only spec.storage.deleteClaimPolicy can still change") {
+		t.Fatalf("spec change of an object being deleted: %v, want refused", err)
+	}
+	stored.DeletionTimestamp = nil
 	// A real spec change is validated in full.
 	changed := stored.DeepCopy()
 	changed.Spec.Shards = 4

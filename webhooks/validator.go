@@ -77,8 +77,20 @@ func (v *Validator) ValidateV1beta1(ctx context.Context, old, obj *cachev1beta1.
 // deletion of the object) nothing is checked, so an object stored before a
 // rule existed can still be relabelled and deleted.
 func (v *Validator) validateHub(ctx context.Context, old, obj *cachev1beta1.RedisCluster, origin specOrigin) (result, error) {
-	if old != nil && (obj.DeletionTimestamp != nil || apiequality.Semantic.DeepEqual(old.Spec, obj.Spec)) {
+	if old != nil && apiequality.Semantic.DeepEqual(old.Spec, obj.Spec) {
 		return result{}, nil
+	}
+	if old != nil && obj.DeletionTimestamp != nil {
+		// Being deleted: only spec.storage.deleteClaimPolicy may still
+		// change (to keep the data of a cluster deleted by mistake, or not);
+		// anything else written now would never be checked or applied.
+		r := result{}
+		kept := obj.Spec.DeepCopy()
+		kept.Storage.DeleteClaimPolicy = old.Spec.Storage.DeleteClaimPolicy
+		if !apiequality.Semantic.DeepEqual(old.Spec, *kept) {
+			r.add(field.Forbidden(field.NewPath("spec"), "the RedisCluster is being deleted: only spec.storage.deleteClaimPolicy can still change"))
+		}
+		return r, nil
 	}
 	r := v.validateSpec(&obj.Spec, origin)
 	if old != nil {
