@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"fmt"
 	"maps"
 	"net/url"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
