@@ -157,7 +157,12 @@ func (v *Validator) checkClaims(ctx context.Context, old, obj *cachev1beta1.Redi
 		return nil
 	}
 	var claims corev1.PersistentVolumeClaimList
-	if err := v.Claims.List(ctx, &claims, client.InNamespace(obj.Namespace)); err != nil {
+	if err := v.Claims.List(ctx, &claims, client.InNamespace(obj.Namespace)); apierrors.IsForbidden(err) {
+		// A namespace the operator may not read (outside a namespaced
+		// install's --watch-namespaces) is one it never reconciles either:
+		// no claim there is ever mounted by its pods.
+		return nil
+	} else if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("listing the claims RedisCluster %s would take over: %w", obj.Name, err))
 	}
 	var checks []accessCheck
