@@ -151,8 +151,12 @@ func reshardIdle(b *testing.B, server string) {
 			nodesA, dA := benchCluster(b, r, ds)
 			nodesB, _ := benchCluster(b, r, ds)
 			b.ResetTimer()
+			cpuBefore := serverCPU(b, nodesA)
 			ours, last := engineReshard(b, nodesA, dA)
+			busiest, busiestNode, cores := cpuShare(cpuBefore, serverCPU(b, nodesA), ours)
+			cliBefore := serverCPU(b, nodesB)
 			theirs := cliReshard(b, nodesB)
+			cliBusiest, _, cliCores := cpuShare(cliBefore, serverCPU(b, nodesB), theirs)
 			b.StopTimer()
 			redistest.Verify(b, redistest.ClusterClient(b, "", nodesA[0].Addr()), ds)
 			redistest.Verify(b, redistest.ClusterClient(b, "", nodesB[0].Addr()), ds)
@@ -160,6 +164,12 @@ func reshardIdle(b *testing.B, server string) {
 			ratio := ours.Seconds() / theirs.Seconds()
 			fmt.Printf("bench: reshard %s: %s: engine %.2fs (%d slots, %d keys moved), %s rebalance %.2fs, ratio %.2f (target ≤ %.2f); all %d keys verified in both\n",
 				server, r.label(), ours.Seconds(), last.SlotsMoved, last.KeysMoved, cliLabel(), theirs.Seconds(), ratio, reshardRatioTarget, r.keys)
+			role := "a source"
+			if busiestNode >= r.from {
+				role = "a new master"
+			}
+			fmt.Printf("bench: reshard %s: %s: servers' main threads: engine's move %.2f cores in all, the busiest (%s) %.2f of a core; redis-cli's %.2f cores, busiest %.2f\n",
+				server, r.label(), cores, role, busiest, cliCores, cliBusiest)
 			b.ReportMetric(ours.Seconds(), "engine-s")
 			b.ReportMetric(theirs.Seconds(), "redis-cli-s")
 			b.ReportMetric(ratio, "ratio")
@@ -168,6 +178,9 @@ func reshardIdle(b *testing.B, server string) {
 				Ours:    fmt.Sprintf("%.2f s", ours.Seconds()), Anchor: fmt.Sprintf("%.2f s", theirs.Seconds()),
 				Ratio: fmt.Sprintf("%.2f", ratio), Target: fmt.Sprintf("ratio ≤ %.2f", reshardRatioTarget),
 				Met: benchtable.Met(ratio <= reshardRatioTarget),
+			}, {
+				Measure: "reshard " + server + ": " + r.label() + ", no load: busiest server thread (" + role + "), of a core",
+				Ours:    fmt.Sprintf("%.2f", busiest), Anchor: fmt.Sprintf("%.2f", cliBusiest),
 			}}
 			move := fmt.Sprintf("%dto%d", r.from, r.to)
 			if r.keys == 200_000 {
