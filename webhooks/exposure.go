@@ -47,7 +47,7 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 			fmt.Sprintf("%s, which the cluster's password (Secret %s) guards", what, auth))}
 		if obj.Spec.TLSEnabled() {
 			checks = append(checks, secretCheck(obj.Namespace, resources.TLSSecretName(obj), p,
-				"the Redis pods mount its private key, which the new image could read"))
+				"it holds the Redis pods' private key, which guards the cluster's traffic and which the pods mount"))
 		}
 		return checks
 	}
