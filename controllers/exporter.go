@@ -40,8 +40,9 @@ import (
 
 // exporterUser returns the sidecar's ACL user and its Secret's UID, creating the Secret when
 // spec.exporter is enabled and it is missing; nil when the exporter is disabled and no pod
-// runs the sidecar, or when a Secret of that name is not this cluster's (reported, and the
-// pass goes on without the user).
+// runs the sidecar. A Secret of that name that is not this cluster's is an error while the
+// exporter is enabled (reported; the pass stops, so no pod is built to read it) and ignored
+// otherwise.
 func (r *RedisClusterReconciler) exporterUser(ctx context.Context, s *scope) (*acl.User, string, error) {
 	rc := s.rc
 	key := client.ObjectKey{Namespace: rc.Namespace, Name: resources.ExporterSecretName(rc.Name)}
@@ -62,8 +63,12 @@ func (r *RedisClusterReconciler) exporterUser(ctx context.Context, s *scope) (*a
 		return nil, "", fmt.Errorf("reading Secret %s: %w", key.Name, err)
 	case !metav1.IsControlledBy(sec, rc):
 		if rc.Spec.Exporter.Enabled {
-			s.log.Info("The exporter's Secret belongs to something else; the sidecar cannot log in", "secret", key.Name)
-			s.warning("ExporterSecretConflict", "Secret %s exists and is not this cluster's: the exporter sidecar cannot log in until it is renamed or deleted", key.Name)
+			// The sidecar reads its password from this name: it would be handed
+			// another's Secret (a Secret of someone else's, or another cluster's
+			// user Secret whose name collides). The pass stops before any pod
+			// is built with it.
+			s.warning("ExporterSecretConflict", "Secret %s exists and is not this cluster's: the exporter sidecar would read it; rename or delete it, or disable spec.exporter", key.Name)
+			return nil, "", fmt.Errorf("Secret %s exists and is not this cluster's: the exporter sidecar would read its password; rename or delete it, or disable spec.exporter", key.Name)
 		}
 		return nil, "", nil
 	}

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -120,4 +121,33 @@ func TestExporterUser(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestExporterRefusesAForeignSecret: a Secret <cluster>-exporter that is not
+// the cluster's (someone else's, or another cluster's user Secret whose name
+// collides) is never handed to the sidecar: with the exporter enabled the pass
+// stops before any StatefulSet is built, with the ExporterSecretConflict event.
+func TestExporterRefusesAForeignSecret(t *testing.T) {
+	ns := newNamespace(t)
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-exporter"},
+		StringData: map[string]string{"password": "someone else's"}}
+	if err := k8s.Create(testCtx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	rc := newCluster(t, ns, "taken", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Exporter.Enabled = true })
+	eventually(t, "the ExporterSecretConflict event", func() error {
+		var events corev1.EventList
+		if err := k8s.List(testCtx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "ExporterSecretConflict" && e.InvolvedObject.Name == rc.Name {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none ExporterSecretConflict", len(events.Items))
+	})
+	if n := len(statefulSetVersions(t, ns)); n != 0 {
+		t.Errorf("%d StatefulSets built while the exporter's Secret is another's", n)
+	}
 }

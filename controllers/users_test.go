@@ -46,7 +46,7 @@ func TestUsersFromSecret(t *testing.T) {
 		if err := k8s.Get(testCtx, client.ObjectKey{Namespace: ns, Name: "users-auth"}, owned); err != nil {
 			return err
 		}
-		if !strings.Contains(string(owned.Data["auth.conf"]), `user "app" "reset" "on" "#`+acl.Hash(pw1)+`" "~app:*" "+@read" "+@write"`) {
+		if !strings.Contains(string(owned.Data["auth.conf"]), `user "app" "reset" "resetchannels" "on" "#`+acl.Hash(pw1)+`" "~app:*" "+@read" "+@write"`) {
 			return fmt.Errorf("auth.conf %q", owned.Data["auth.conf"])
 		}
 		return nil

@@ -15,18 +15,16 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
-// shippedExporterImage is ExporterSpec.Image's schema default
-// (apis/cache/v1beta1), the redis_exporter the project ships with:
-// enabling the exporter with it runs no code the user chose.
-const shippedExporterImage = "oliver006/redis_exporter:v1.67.0"
-
 // dataAccessChecks: what exposes an existing cluster's keys is reading
 // them, which the cluster's password (its auth Secret) guards, so on an
 // update the user must be allowed to get that Secret (and, with TLS, the
 // TLS Secret whose private key the pods mount) to:
-//   - run another image in the Redis pods (spec.image), or an exporter
-//     image other than the shipped one: the new code runs with the keys
-//     (data), the password (auth) and the private key (tls) mounted;
+//   - run another image in the Redis pods (spec.image), or enable the
+//     exporter or change its image: the new code runs with the keys (data),
+//     the password (auth) and the private key (tls) mounted, and the
+//     exporter's user reads SLOWLOG;
+//   - change what the slow log keeps (slowlog-log-slower-than,
+//     slowlog-max-len): it holds commands with their arguments;
 //   - turn authentication off (spec.auth.disabled), stop requiring client
 //     certificates (spec.tls.authClients away from Required) or open the
 //     plain-text port (spec.tls.plainPort): anyone who reaches the pods
@@ -57,9 +55,15 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 			fmt.Sprintf("image %q would run in the Redis pods with every key and the password of the cluster", obj.Spec.Image))...)
 	}
 	e, oe := obj.Spec.Exporter, old.Spec.Exporter
-	if e.Enabled && e.Image != shippedExporterImage && (!oe.Enabled || oe.Image != e.Image) {
+	if e.Enabled && (!oe.Enabled || oe.Image != e.Image) {
 		checks = append(checks, guard(field.NewPath("spec", "exporter", "image"),
-			fmt.Sprintf("image %q would run beside Redis in every pod, with the exporter's password and network access to the keys", e.Image))...)
+			fmt.Sprintf("image %q would run beside Redis in every pod with the exporter's password, whose SLOWLOG GET shows recent commands with their arguments", e.Image))...)
+	}
+	for _, key := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
+		if obj.Spec.Config[key] != old.Spec.Config[key] {
+			checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "config").Key(key),
+				fmt.Sprintf("the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run, and the cluster's password (Secret %s) guards those", auth)))
+		}
 	}
 	if authDisabled(obj) && !authDisabled(old) {
 		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "auth", "disabled"),

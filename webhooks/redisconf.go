@@ -644,7 +644,10 @@ func checkClientOutputBufferLimit(value string) string {
 // the command) and refuses to rename a command in operatorCommands
 // (redis.conf, "SECURITY": rename-command).
 func checkRenameCommand(value string) string {
-	fields := strings.Fields(value)
+	fields, ok := splitConfigArgs(value)
+	if !ok {
+		return `must be "<command> <new-name>" as redis.conf reads it: a quote is not closed`
+	}
 	if len(fields) != 2 {
 		return `must be "<command> <new-name>" (a new name of "" disables the command)`
 	}
@@ -655,18 +658,21 @@ func checkRenameCommand(value string) string {
 	return ""
 }
 
-// riskyKeyWords are words of a parameter's name (between dashes) that
+// riskyKeyWords are words of a parameter's name (between dashes or
+// underscores) that
 // choose where the server listens or what it tells clients (Valkey 8's
 // cluster-announce-client-ipv4 sends every MOVED there), which files it
-// writes, which credentials it uses, or which code it runs; a word
-// starting with ip (ipv4, ipv6) counts too.
-var riskyKeyWords = []string{"announce", "bind", "port", "socket", "unixsocket", "hostname", "addr", "address", "file", "dir", "path",
-	"pass", "password", "auth", "acl", "tls", "cert", "module", "debug", "protected", "enable", "replicaof", "slaveof", "master"}
+// writes, which credentials it uses, or which code it runs (Redis 8's
+// search-ext-load loads a shared object); a word starting with ip (ipv4,
+// ipv6) counts too.
+var riskyKeyWords = []string{"announce", "bind", "port", "socket", "unixsocket", "unixsocketgroup", "hostname", "addr", "address", "file", "dir", "path",
+	"pass", "password", "auth", "acl", "tls", "cert", "module", "debug", "protected", "enable", "replicaof", "slaveof", "master",
+	"load", "ext", "ini", "lib", "exec", "script", "so"}
 
 // riskyUnknownKey reports whether key, a parameter not in redisParams,
 // holds one of riskyKeyWords (or a word starting with ip), and which.
 func riskyUnknownKey(key string) (string, bool) {
-	for _, word := range strings.Split(key, "-") {
+	for _, word := range strings.FieldsFunc(key, func(r rune) bool { return r == '-' || r == '_' }) {
 		if slices.Contains(riskyKeyWords, word) {
 			return word, true
 		}
@@ -675,4 +681,78 @@ func riskyUnknownKey(key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// splitConfigArgs splits a redis.conf value into arguments as redis-server
+// does (sdssplitargs): words separated by spaces, "double quoted" with
+// backslash escapes (\xHH, \n, \r, \t, \b, \a, else the character), or
+// 'single quoted' with \' only; ok is false for an
+// unclosed quote or a closing quote not followed by a space. So a rule on
+// the first word judges the word Redis reads (rename-command "acl" is ACL).
+func splitConfigArgs(value string) (args []string, ok bool) {
+	i := 0
+	for {
+		for i < len(value) && (value[i] == ' ' || value[i] == '\t') {
+			i++
+		}
+		if i == len(value) {
+			return args, true
+		}
+		var cur strings.Builder
+		switch q := value[i]; q {
+		case '"', '\'':
+			i++
+			for {
+				if i >= len(value) {
+					return nil, false
+				}
+				c := value[i]
+				if c == '\\' && q == '"' && i+3 < len(value) && value[i+1] == 'x' && isHex(value[i+2]) && isHex(value[i+3]) {
+					b, _ := strconv.ParseUint(value[i+2:i+4], 16, 8)
+					cur.WriteByte(byte(b))
+					i += 4
+					continue
+				}
+				if c == '\\' && i+1 < len(value) && (q == '"' || value[i+1] == '\'') {
+					e := value[i+1]
+					if q == '"' {
+						switch e {
+						case 'n':
+							e = '\n'
+						case 'r':
+							e = '\r'
+						case 't':
+							e = '\t'
+						case 'b':
+							e = '\b'
+						case 'a':
+							e = '\a'
+						}
+					}
+					cur.WriteByte(e)
+					i += 2
+					continue
+				}
+				if c == q {
+					i++
+					if i < len(value) && value[i] != ' ' && value[i] != '\t' {
+						return nil, false
+					}
+					break
+				}
+				cur.WriteByte(c)
+				i++
+			}
+		default:
+			for i < len(value) && value[i] != ' ' && value[i] != '\t' {
+				cur.WriteByte(value[i])
+				i++
+			}
+		}
+		args = append(args, cur.String())
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }

@@ -1,10 +1,7 @@
 package webhooks
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/redis-operator/redis-operator/controllers/resources"
@@ -35,14 +32,23 @@ func TestControllerRefusesWhatTheWebhookRefuses(t *testing.T) {
 	}
 }
 
-// TestShippedExporterImageIsTheDefault: the exporter image enabling needs
-// no access check for is the one the CRD defaults spec.exporter.image to.
-func TestShippedExporterImageIsTheDefault(t *testing.T) {
-	crd, err := os.ReadFile(filepath.Join("..", "kustomize", "base", "crd", "bases", "cache.redis.io_redisclusters.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(crd), "default: "+shippedExporterImage+"\n") {
-		t.Errorf("the RedisCluster CRD does not default an image to %s: update shippedExporterImage with ExporterSpec.Image's default", shippedExporterImage)
+// TestRenameCommandReadAsRedisDoes: rename-command's command is the word
+// redis-server reads, quoted or not.
+func TestRenameCommandReadAsRedisDoes(t *testing.T) {
+	for value, refused := range map[string]bool{
+		`acl ""`:                 true,
+		`"acl" ""`:               true,
+		`'config' ""`:            true,
+		`"clu\ster" x`:           true, // \s is s inside double quotes
+		`"\x61cl" x`:             true, // \x61 is a
+		`FLUSHALL ""`:            false,
+		`"FLUSHALL" "not-flush"`: false,
+		`"acl`:                   true, // unclosed: refused as malformed
+		`"acl"x ""`:              true, // no space after the quote
+		`KEYS 'keys-is-renamed'`: false,
+	} {
+		if got := checkRenameCommand(value) != ""; got != refused {
+			t.Errorf("rename-command %s: refused %v, want %v (%s)", value, got, refused, checkRenameCommand(value))
+		}
 	}
 }

@@ -110,6 +110,12 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 			forbidden("spec.exporter.image", `get Secret "victim-auth"`),
 			forbidden("spec.exporter.image", `get Secret "admin-tls"`),
 		}},
+		{"the slow log made to keep every command", edit(victimRC, func() {
+			victimRC.Spec.Config["slowlog-log-slower-than"] = "0"
+			victimRC.Spec.Config["slowlog-max-len"] = "1000000"
+		}), []string{
+			forbidden("spec.config[slowlog-log-slower-than]", `get Secret "victim-auth"`) + ", and the slow log keeps commands with their arguments",
+		}},
 		{"auth turned off on another's cluster", edit(victimRC, func() { victimRC.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true} }), []string{
 			forbidden("spec.auth.disabled", `get Secret "victim-auth"`) + ", and anyone who reaches the Redis pods could read every key",
 		}},
@@ -251,11 +257,11 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 	}
 
 	// What stays open to the tenant: editing other fields of another's
-	// cluster, and the shipped exporter.
+	// cluster.
 	if err := edit(victimRC, func() {
-		victimRC.Spec.Exporter = cachev1beta1.ExporterSpec{Enabled: true, Image: shippedExporterImage}
 		victimRC.Spec.Config["maxmemory-policy"] = "noeviction"
+		victimRC.Spec.Shards = 4
 	})(tenant); err != nil {
-		t.Errorf("tenant enabling the shipped exporter and changing a config key: %v", err)
+		t.Errorf("tenant changing a config key and the shard count: %v", err)
 	}
 }

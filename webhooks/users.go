@@ -50,8 +50,6 @@ func validateUsers(users []cachev1beta1.UserSpec, p *field.Path, r *result) {
 		if v := src.Vault; v != nil {
 			validateVault(v, up.Child("passwordFrom", "vault"), r)
 		}
-		if g := u.RotationGracePeriod; g != nil && g.Duration < 0 {
-			r.add(field.Invalid(up.Child("rotationGracePeriod"), g.Duration.String(), "must not be negative"))
-		}
+		checkGracePeriod(u.RotationGracePeriod, up.Child("rotationGracePeriod"), r)
 	}
 }

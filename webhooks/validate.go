@@ -6,12 +6,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -327,8 +329,23 @@ func validateAuth(auth *cachev1beta1.AuthSpec, p *field.Path, r *result) {
 	if vault := auth.Vault; vault != nil {
 		validateVault(vault, p.Child("vault"), r)
 	}
-	if g := auth.RotationGracePeriod; g != nil && g.Duration < 0 {
-		r.add(field.Invalid(p.Child("rotationGracePeriod"), g.Duration.String(), "must not be negative"))
+	checkGracePeriod(auth.RotationGracePeriod, p.Child("rotationGracePeriod"), r)
+}
+
+// MaxRotationGracePeriod bounds how long a rotated password stays valid
+// beside the new one: a rotation is also how access is revoked, so the
+// old password must stop working within a day.
+const MaxRotationGracePeriod = 24 * time.Hour
+
+// checkGracePeriod: a rotation grace period is neither negative nor over
+// MaxRotationGracePeriod.
+func checkGracePeriod(g *metav1.Duration, p *field.Path, r *result) {
+	switch {
+	case g == nil:
+	case g.Duration < 0:
+		r.add(field.Invalid(p, g.Duration.String(), "must not be negative"))
+	case g.Duration > MaxRotationGracePeriod:
+		r.add(field.Invalid(p, g.Duration.String(), fmt.Sprintf("must be at most %s: the old password stays valid that long after a rotation, which is also how access is revoked", MaxRotationGracePeriod)))
 	}
 }
 

@@ -138,7 +138,9 @@ type User struct {
 // applies them all or none (Redis 7.0 acl.c applies them to a copy of the user first), so a
 // user changed in place is never seen half-changed, and its connections stay open.
 func (u User) Args() []string {
-	args := []string{"reset", "on"}
+	// resetchannels: reset grants every channel (&*) when acl-pubsub-default is
+	// allchannels, which spec.config may set; a user's channels are its rules' alone.
+	args := []string{"reset", "resetchannels", "on"}
 	var seen []string
 	for _, p := range u.Passwords {
 		if p == "" || slices.Contains(seen, p) {

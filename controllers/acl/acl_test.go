@@ -109,10 +109,12 @@ func anys(s []string) []any {
 	return out
 }
 
-// Args hash each distinct password and put reset and on first.
+// Args hash each distinct password and put reset, resetchannels (reset
+// alone grants every channel under acl-pubsub-default allchannels) and on
+// first.
 func TestArgs(t *testing.T) {
 	u := User{Name: "app", Rules: []string{"~app:*", "+@read"}, Passwords: []string{"a", "", "b", "a"}}
-	want := []string{"reset", "on", "#" + Hash("a"), "#" + Hash("b"), "~app:*", "+@read"}
+	want := []string{"reset", "resetchannels", "on", "#" + Hash("a"), "#" + Hash("b"), "~app:*", "+@read"}
 	if got := u.Args(); !slices.Equal(got, want) {
 		t.Fatalf("Args() = %q, want %q", got, want)
 	}

@@ -7,7 +7,7 @@ package acl
 // exporter, which reads its password once, when its container starts.
 const ExporterUser = "redis-operator-exporter"
 
-// ExporterRules are ExporterUser's rules after User.Args's "reset on": what redis_exporter
+// ExporterRules are ExporterUser's rules after User.Args's "reset resetchannels on": what redis_exporter
 // sends on each scrape with the sidecar's settings and nothing else, so the user reads no key,
 // no channel and no configuration, except that SLOWLOG GET shows the arguments of the
 // slowest recent command, which can hold key names and values. The commands are those of redis_exporter's scrape
