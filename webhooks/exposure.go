@@ -7,6 +7,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +31,9 @@ import (
 //     plain-text port (spec.tls.plainPort): anyone who reaches the pods
 //     could then read every key;
 //   - add an ACL user or change a user's rules (spec.users): whoever holds
-//     its password reads or writes the keys the rules allow.
+//     its password reads or writes the keys the rules allow;
+//   - turn off or change an enabled spec.networkPolicy: it keeps other
+//     pods off the cluster bus, which takes no password.
 //
 // A new cluster holds nothing yet: its image and auth are the creator's
 // (a restore and retained claims are checked on their own: checkRestore,
@@ -78,6 +81,10 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 			checks = append(checks, guard(field.NewPath("spec", "tls", "plainPort"),
 				"clients without TLS (and without a certificate) would be let in to every key")...)
 		}
+	}
+	if np, onp := obj.Spec.NetworkPolicy, old.Spec.NetworkPolicy; onp != nil && onp.Enabled && !apiequality.Semantic.DeepEqual(onp, np) {
+		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "networkPolicy"),
+			fmt.Sprintf("the cluster's NetworkPolicy keeps every pod but its own off the cluster bus, which takes no password (any process reaching it can CLUSTER MEET into the cluster), and who reaches the pods at all; the cluster's password (Secret %s) guards the same keys", auth)))
 	}
 	if usersChanged(old.Spec.Users, obj.Spec.Users) {
 		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "users"),

@@ -51,6 +51,7 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 	// trusted's objects.
 	victim := cluster("victim", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.TLS = &cachev1beta1.TLSSpec{Enabled: true, SecretName: "admin-tls", AuthClients: cachev1beta1.TLSAuthClientsRequired}
+		rc.Spec.NetworkPolicy = &cachev1beta1.NetworkPolicySpec{Enabled: true}
 	})
 	vaulted := cluster("vaulted", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Auth = &cachev1beta1.AuthSpec{Vault: &cachev1beta1.VaultSource{Address: "https://vault.vault.svc:8200",
@@ -115,6 +116,9 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 			victimRC.Spec.Config["slowlog-max-len"] = "1000000"
 		}), []string{
 			forbidden("spec.config[slowlog-log-slower-than]", `get Secret "victim-auth"`) + ", and the slow log keeps commands with their arguments",
+		}},
+		{"another's NetworkPolicy turned off", edit(victimRC, func() { victimRC.Spec.NetworkPolicy.Enabled = false }), []string{
+			forbidden("spec.networkPolicy", `get Secret "victim-auth"`) + ", and the cluster's NetworkPolicy keeps every pod but its own off the cluster bus",
 		}},
 		{"auth turned off on another's cluster", edit(victimRC, func() { victimRC.Spec.Auth = &cachev1beta1.AuthSpec{Disabled: true} }), []string{
 			forbidden("spec.auth.disabled", `get Secret "victim-auth"`) + ", and anyone who reaches the Redis pods could read every key",
