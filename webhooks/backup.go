@@ -7,6 +7,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -44,6 +45,12 @@ var (
 func (v *Validator) ValidateBackup(ctx context.Context, old, obj *cachev1beta1.RedisClusterBackup) (admission.Warnings, error) {
 	var oldSpec *cachev1beta1.RedisClusterBackupSpec
 	if old != nil {
+		if claimsSchedule(old, obj) {
+			// Retention deletes, from the store, what a schedule owns: that
+			// is decided when the backup is made, never later.
+			return nil, apierrors.NewInvalid(backupKind, obj.Name, field.ErrorList{field.Forbidden(field.NewPath("metadata"),
+				fmt.Sprintf("which schedule owns a backup (its label %s and its controller owner reference) is set when the backup is created and cannot change: a schedule's retention deletes what it owns", cachev1beta1.ScheduledBackupLabel))})
+		}
 		if apiequality.Semantic.DeepEqual(old.Spec, obj.Spec) {
 			return nil, nil
 		}
@@ -85,7 +92,34 @@ func (v *Validator) ValidateScheduledBackup(ctx context.Context, old, obj *cache
 	if err != nil {
 		return nil, err
 	}
+	if old != nil && v.Access != nil && !apiequality.Semantic.DeepEqual(old.Spec.Retention, obj.Spec.Retention) {
+		// Retention deletes the schedule's backups from the store, signed
+		// with its credentials: as much as writing there.
+		t := &obj.Spec.Template
+		checks := objectStoreAccessChecks(obj.Namespace, field.NewPath("spec", "retention"), nil, "", &t.ObjectStore, t.ClusterName)
+		for i := range checks {
+			checks[i].path = field.NewPath("spec", "retention")
+			checks[i].consequence = "retention deletes the schedule's backups from the object store with its credentials: " + checks[i].consequence
+		}
+		denied, err := reviewAccess(ctx, v.Access, checks)
+		if err != nil {
+			return nil, err
+		}
+		r.add(denied...)
+	}
 	return r.admissionOf(scheduledBackupKind, obj.Name)
+}
+
+// claimsSchedule reports whether obj, over old, newly names a schedule as
+// its owner: a ScheduledBackupLabel value or a controller owner reference
+// of that kind that old did not have. Removing them (the garbage
+// collector orphaning a deleted schedule's backups) is no claim.
+func claimsSchedule(old, obj *cachev1beta1.RedisClusterBackup) bool {
+	if l := obj.Labels[cachev1beta1.ScheduledBackupLabel]; l != "" && l != old.Labels[cachev1beta1.ScheduledBackupLabel] {
+		return true
+	}
+	ref, oldRef := metav1.GetControllerOf(obj), metav1.GetControllerOf(old)
+	return ref != nil && ref.Kind == "RedisClusterScheduledBackup" && (oldRef == nil || oldRef.UID != ref.UID)
 }
 
 // validateBackupSpec checks a backup's spec at p, over old (nil when new):

@@ -24,14 +24,17 @@ import (
 //     exporter or change its image: the new code runs with the keys (data),
 //     the password (auth) and the private key (tls) mounted, and the
 //     exporter's user reads SLOWLOG;
-//   - change what the slow log keeps (slowlog-log-slower-than,
-//     slowlog-max-len): it holds commands with their arguments;
 //   - turn authentication off (spec.auth.disabled), stop requiring client
 //     certificates (spec.tls.authClients away from Required) or open the
 //     plain-text port (spec.tls.plainPort): anyone who reaches the pods
 //     could then read every key;
-//   - add an ACL user or change a user's rules (spec.users): whoever holds
-//     its password reads or writes the keys the rules allow;
+//   - add an ACL user or change a user's rules or password source
+//     (spec.users), or move the cluster's password to another source
+//     (spec.auth): whoever holds the password reads or writes the keys;
+//   - put another certificate and CA in the pods (spec.tls.secretName):
+//     they would trust the clients that CA signs;
+//   - change what the slow log keeps or turn on keyspace notifications:
+//     both show keys to others;
 //   - turn off or change an enabled spec.networkPolicy: it keeps other
 //     pods off the cluster bus, which takes no password.
 //
@@ -62,11 +65,29 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 		checks = append(checks, guard(field.NewPath("spec", "exporter", "image"),
 			fmt.Sprintf("image %q would run beside Redis in every pod with the exporter's password, whose SLOWLOG GET shows recent commands with their arguments", e.Image))...)
 	}
-	for _, key := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
+	for key, what := range map[string]string{
+		"slowlog-log-slower-than": "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run",
+		"slowlog-max-len":         "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run",
+		"notify-keyspace-events":  "keyspace notifications publish the name of every key written to whoever may subscribe, beyond their own key patterns",
+	} {
 		if obj.Spec.Config[key] != old.Spec.Config[key] {
 			checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "config").Key(key),
-				fmt.Sprintf("the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run, and the cluster's password (Secret %s) guards those", auth)))
+				fmt.Sprintf("%s, and the cluster's password (Secret %s) guards those keys", what, auth)))
 		}
+	}
+	if oa, na := authSource(old), authSource(obj); !apiequality.Semantic.DeepEqual(oa, na) {
+		// Where the password comes from: a source the user reads would
+		// become every client's password for the cluster's keys.
+		checks = append(checks, guard(field.NewPath("spec", "auth"),
+			"the cluster's password would be taken from the new source, so whoever reads it reads and writes every key")...)
+	}
+	if ot, nt := old.Spec.TLS, obj.Spec.TLS; ot != nil && nt != nil && ot.Enabled && nt.Enabled && ot.SecretName != nt.SecretName {
+		// Another certificate and CA: the pods would trust the clients (and,
+		// over a TLS bus, the nodes) its CA signs.
+		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "tls", "secretName"),
+			fmt.Sprintf("the Redis pods would trust the clients the new Secret's CA signs, for every key, which the cluster's password (Secret %s) guards", auth)),
+			secretCheck(obj.Namespace, resources.TLSSecretName(old), field.NewPath("spec", "tls", "secretName"),
+				"it holds the certificate and CA the cluster trusts now"))
 	}
 	if authDisabled(obj) && !authDisabled(old) {
 		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "auth", "disabled"),
@@ -94,21 +115,41 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 }
 
 // usersChanged reports whether users holds an entry old does not (by
-// name), or one whose rules changed. Removing users, or changing only
-// where a password comes from (checked on its own: userAccessChecks), is
-// no change here.
+// name), or one whose rules or password source changed (a source the
+// user reads would give them that user's access). Removing users is no
+// change here.
 func usersChanged(old, users []cachev1beta1.UserSpec) bool {
-	before := map[string]string{}
-	for _, u := range old {
-		before[u.Name] = u.Rules
+	before := map[string]*cachev1beta1.UserSpec{}
+	for i := range old {
+		before[old[i].Name] = &old[i]
 	}
 	for _, u := range users {
-		rules, ok := before[u.Name]
-		if !ok || rules != u.Rules {
+		o, ok := before[u.Name]
+		if !ok || o.Rules != u.Rules || !apiequality.Semantic.DeepEqual(o.PasswordFrom, u.PasswordFrom) {
 			return true
 		}
 	}
 	return false
+}
+
+// authSource is where rc's password is read: spec.auth's Secret and key,
+// or the Vault secret (address, Vault namespace, mount, path, key,
+// version); neither: generated by the operator. How a Vault login is made
+// (role, account, audience, token, CA) is not part of it: those are
+// checked on their own (vaultAccessChecks), and the same secret gives the
+// same password whoever reads it.
+func authSource(rc *cachev1beta1.RedisCluster) any {
+	a := rc.Spec.Auth
+	switch {
+	case a == nil:
+		return nil
+	case a.SecretRef != nil:
+		return *a.SecretRef
+	case a.Vault != nil:
+		v := a.Vault
+		return [6]any{v.Address, v.Namespace, v.Mount, v.Path, v.Key, v.Version}
+	}
+	return nil
 }
 
 func authDisabled(rc *cachev1beta1.RedisCluster) bool {

@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/redis-operator/redis-operator/apis/cache/v1alpha1"
@@ -138,6 +139,7 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 		{"Vault login reads another path", edit(vaultedRC, func() { vaultedRC.Spec.Auth.Vault.Path = "platform/admin" }), []string{
 			forbidden("spec.auth.vault.serviceAccountName", `create serviceaccounts/token for ServiceAccount "ci-deployer"`) +
 				`, and the operator would request a token of it (audience "vault") and send it to https://vault.vault.svc:8200, logging in as role "redis" to read secret/platform/admin`,
+			forbidden("spec.auth", `get Secret "vaulted-auth"`) + ", and the cluster's password would be taken from the new source",
 		}},
 		{"Vault login as another role", edit(vaultedRC, func() { vaultedRC.Spec.Auth.Vault.Role = "platform-admin" }), []string{
 			forbidden("spec.auth.vault.serviceAccountName", `create serviceaccounts/token for ServiceAccount "ci-deployer"`),
@@ -238,6 +240,55 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 		t.Errorf("stored status %+v (%v): want none of the smuggled one", stored.Status, err)
 	}
 
+	// A tenant with a Secret of its own (what an application team has):
+	// it may not make it the source of another's passwords, nor swap the
+	// certificate and CA the other's pods trust.
+	if err := admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own-secret"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"tenant-own"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, binding(ns, "tenant-own-secret", "own-secret", "tenant")); err != nil {
+		t.Fatal(err)
+	}
+	ownSecret := &cachev1beta1.SecretKeySelector{Name: "tenant-own", Key: "password"}
+	for name, tc := range map[string]struct {
+		mutate func()
+		want   string
+	}{
+		"the cluster's password from the tenant's Secret": {func() { victimRC.Spec.Auth = &cachev1beta1.AuthSpec{SecretRef: ownSecret} },
+			forbidden("spec.auth", `get Secret "victim-auth"`) + ", and the cluster's password would be taken from the new source"},
+		"a user's password from the tenant's Secret": {func() { victimRC.Spec.Users[0].PasswordFrom = cachev1beta1.UserPasswordSource{SecretRef: ownSecret} },
+			forbidden("spec.users", `get Secret "victim-auth"`)},
+		"the pods' certificate and CA from the tenant's Secret": {func() { victimRC.Spec.TLS.SecretName = "tenant-own" },
+			forbidden("spec.tls.secretName", `get Secret "victim-auth"`) + ", and the Redis pods would trust the clients the new Secret's CA signs"},
+		"keyspace notifications turned on": {func() { victimRC.Spec.Config["notify-keyspace-events"] = "KEA" },
+			forbidden("spec.config[notify-keyspace-events]", `get Secret "victim-auth"`)},
+	} {
+		if causes := apiCauses(t, edit(victimRC, tc.mutate)(tenant)); !hasCause(causes, tc.want) {
+			t.Errorf("%s: causes %q, want one starting with %q", name, causes, tc.want)
+		}
+	}
+
+	// A schedule's retention deletes what it owns from the store: a backup
+	// cannot be made the schedule's later, and shortening retention asks
+	// for the store's credentials.
+	var sched cachev1beta1.RedisClusterScheduledBackup
+	if err := trusted.Get(ctx, client.ObjectKeyFromObject(daily), &sched); err != nil {
+		t.Fatal(err)
+	}
+	err := edit(nightly, func() {
+		nightly.Labels = map[string]string{cachev1beta1.ScheduledBackupLabel: "daily"}
+		nightly.OwnerReferences = []metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "RedisClusterScheduledBackup",
+			Name: "daily", UID: sched.UID, Controller: ptr.To(true)}}
+	})(tenant)
+	if causes := apiCauses(t, err); !hasCause(causes, "metadata: Forbidden: which schedule owns a backup") {
+		t.Errorf("a backup made a schedule's: causes %q", causes)
+	}
+	err = edit(dailySB, func() { dailySB.Spec.Retention = cachev1beta1.RetentionPolicy{KeepLast: 1} })(tenant)
+	if causes := apiCauses(t, err); !hasCause(causes, forbidden("spec.retention", `get Secret "db-password"`)+", and retention deletes the schedule's backups") {
+		t.Errorf("a schedule's retention shortened: causes %q", causes)
+	}
+
 	// A restore is chosen with the cluster: not added later, by anyone (a
 	// paused cluster never formed, so it would restore).
 	paused := cluster("paused", func(rc *cachev1beta1.RedisCluster) { rc.Spec.Paused = true })
@@ -255,7 +306,7 @@ func TestTenantEditsOthersObjects(t *testing.T) {
 	}
 	// A parameter this operator does not know, that would choose what
 	// clients are told: refused to everyone.
-	err := edit(victimRC, func() { victimRC.Spec.Config["cluster-announce-client-ipv4"] = "203.0.113.7" })(trusted)
+	err = edit(victimRC, func() { victimRC.Spec.Config["cluster-announce-client-ipv4"] = "203.0.113.7" })(trusted)
 	if causes := apiCauses(t, err); !hasCause(causes, `spec.config[cluster-announce-client-ipv4]: Forbidden: "cluster-announce-client-ipv4" is not a parameter this operator knows`) {
 		t.Errorf("an unknown announce parameter: causes %q", causes)
 	}
