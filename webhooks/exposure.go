@@ -46,9 +46,13 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 		return nil
 	}
 	auth := resources.SecretName(obj.Name)
+	// guardAuth: get the auth Secret, for what which its password guards.
+	guardAuth := func(p *field.Path, what string) accessCheck {
+		return secretCheck(obj.Namespace, auth, p, fmt.Sprintf("%s, which the cluster's password (Secret %s) guards", what, auth))
+	}
+	// guard: guardAuth, and with TLS the TLS Secret too.
 	guard := func(p *field.Path, what string) []accessCheck {
-		checks := []accessCheck{secretCheck(obj.Namespace, auth, p,
-			fmt.Sprintf("%s, which the cluster's password (Secret %s) guards", what, auth))}
+		checks := []accessCheck{guardAuth(p, what)}
 		if obj.Spec.TLSEnabled() {
 			checks = append(checks, secretCheck(obj.Namespace, resources.TLSSecretName(obj), p,
 				"it holds the Redis pods' private key, which guards the cluster's traffic and which the pods mount"))
@@ -84,14 +88,13 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 	if ot, nt := old.Spec.TLS, obj.Spec.TLS; ot != nil && nt != nil && ot.Enabled && nt.Enabled && ot.SecretName != nt.SecretName {
 		// Another certificate and CA: the pods would trust the clients (and,
 		// over a TLS bus, the nodes) its CA signs.
-		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "tls", "secretName"),
-			fmt.Sprintf("the Redis pods would trust the clients the new Secret's CA signs, for every key, which the cluster's password (Secret %s) guards", auth)),
+		checks = append(checks, guardAuth(field.NewPath("spec", "tls", "secretName"),
+			"the Redis pods would trust the clients the new Secret's CA signs, for every key"),
 			secretCheck(obj.Namespace, resources.TLSSecretName(old), field.NewPath("spec", "tls", "secretName"),
 				"it holds the certificate and CA the cluster trusts now"))
 	}
 	if authDisabled(obj) && !authDisabled(old) {
-		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "auth", "disabled"),
-			fmt.Sprintf("anyone who reaches the Redis pods could read every key, which the cluster's password (Secret %s) guards", auth)))
+		checks = append(checks, guardAuth(field.NewPath("spec", "auth", "disabled"), "anyone who reaches the Redis pods could read every key"))
 	}
 	if t, ot := obj.Spec.TLS, old.Spec.TLS; t != nil && ot != nil && t.Enabled && ot.Enabled {
 		if ot.AuthClients == cachev1beta1.TLSAuthClientsRequired && t.AuthClients != cachev1beta1.TLSAuthClientsRequired {
@@ -108,8 +111,7 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 			fmt.Sprintf("the cluster's NetworkPolicy keeps every pod but its own off the cluster bus, which takes no password (any process reaching it can CLUSTER MEET into the cluster), and who reaches the pods at all; the cluster's password (Secret %s) guards the same keys", auth)))
 	}
 	if usersChanged(old.Spec.Users, obj.Spec.Users) {
-		checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "users"),
-			fmt.Sprintf("a new ACL user, or new rules for one, reads or writes the keys its rules allow, which the cluster's password (Secret %s) guards", auth)))
+		checks = append(checks, guardAuth(field.NewPath("spec", "users"), "a new ACL user, or new rules for one, reads or writes the keys its rules allow"))
 	}
 	return checks
 }
