@@ -7,6 +7,13 @@ export KUBEBUILDER_ASSETS ?= $(BIN)
 # bin/kubectl (make tools) matches the API server's release; every target uses it first.
 export PATH := $(BIN):$(PATH)
 CONTROLLER_GEN := go tool controller-gen
+# One set of build flags for every go command make runs, and for the go builds the tests
+# start (they inherit the environment): the tools (hack/build-tools.sh) and the images'
+# binaries (hack/images.sh) are built with CGO_ENABLED=0 and -trimpath, and Go's build
+# cache keys on both, so lint, the modules, the unit and e2e suites reuse the packages
+# those builds compiled instead of compiling them a second time (a cold machine's CI).
+export CGO_ENABLED ?= 0
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 
 .PHONY: help
 help: ## List the targets.
