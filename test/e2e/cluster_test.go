@@ -287,6 +287,10 @@ func (c *cluster) password() string {
 	return string(s.Data[resources.PasswordKey])
 }
 
+// clientReloadInterval is how often the suite's cluster clients reload
+// their slot map when nothing redirected them (clusterClient).
+const clientReloadInterval = 10 * time.Second
+
 // clusterClient is a go-redis cluster client seeded with every pod's
 // address; it discovers the slots itself (CLUSTER SLOTS) and is closed when
 // the test ends.
@@ -320,6 +324,13 @@ func (c *cluster) clusterClient(mutate ...func(*redis.ClusterOptions)) *redis.Cl
 		WriteTimeout:             5 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		TLSConfig:                c.tls,
+		// go-redis reloads its slot map on MOVED, ASK and READONLY, and
+		// otherwise only this often (60 s by default since v9.22, 10 s before); a
+		// write to an address nobody holds any more (a pod that came back
+		// on a real node with a new one) times out and is retried on the
+		// same master, so only this reload ends it. Applications on
+		// Kubernetes should set it as short (docs/troubleshooting.md).
+		ClusterStateReloadInterval: clientReloadInterval,
 	}
 	for _, m := range mutate {
 		m(opts)

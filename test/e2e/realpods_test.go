@@ -36,16 +36,21 @@ func onRealNodes(rc *cachev1beta1.RedisCluster) {
 // staleRoutingEnd is until when, after a disruption that ended at ready,
 // a write may still fail because of it. On the process nodes, ready: a
 // dial to a pod address that went away fails at once there. On real
-// nodes, ready plus writeTimeout: pods come back with new addresses, and a
-// client whose slot map still names an old one (go-redis reloads it only
-// after an error) waits for its dial timeouts, as on any real network,
-// where nothing refuses a connection to an address nobody holds.
+// nodes, ready plus clientReloadInterval plus writeTimeout: pods come back
+// with new addresses, and a client whose slot map still names an old one
+// waits for its dial timeouts, as on any real network, where nothing
+// refuses a connection to an address nobody holds, until its periodic
+// reload of the slot map (a timeout is no redirection, so nothing else
+// reloads it: clusterClient). The map read when the roll's last failover
+// redirected the client may name a new master by its old address, when
+// the node answering had not yet learnt the new one by gossip (a failed
+// write 30 s after Ready in CI of 2026-12-07 with go-redis's 60 s default).
 func (c *cluster) staleRoutingEnd(ready time.Time) time.Time {
 	for _, p := range c.pods() {
 		var node corev1.Node
 		if err := env.k8s.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, &node); err == nil &&
 			node.Labels[runtimeLabel] == runtimeValue {
-			return ready.Add(writeTimeout)
+			return ready.Add(clientReloadInterval + writeTimeout)
 		}
 	}
 	return ready
