@@ -125,7 +125,9 @@ func applyYAML(t *testing.T, docs []byte, owner string) int {
 func installArgoCD(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	if err := ensureNamespace(ctx, argocdNS); err != nil {
+	// Argo CD's own install, not a Redis namespace: its pods are as Argo
+	// CD ships them.
+	if err := createNamespace(ctx, argocdNS, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { uninstallArgoCD(t) })

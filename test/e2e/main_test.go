@@ -383,10 +383,23 @@ func waitPlane(stateDir string, p *process, timeout time.Duration) error {
 	return fmt.Errorf("the local plane was not ready within %s; see %s/logs", timeout, stateDir)
 }
 
-// ensureNamespace creates ns if it does not exist.
+// ensureNamespace creates ns if it does not exist, enforcing the Pod
+// Security Standards' restricted level as a careful user's namespace for
+// Redis does (the operator's own namespace has it from
+// kustomize/base/namespace.yaml): a pod the operator builds that breaks it
+// is refused by the API server and fails the scenario.
 func ensureNamespace(ctx context.Context, ns string) error {
+	return createNamespace(ctx, ns, map[string]string{
+		"pod-security.kubernetes.io/enforce":         "restricted",
+		"pod-security.kubernetes.io/enforce-version": "latest",
+	})
+}
+
+// createNamespace creates ns with labels if it does not exist.
+func createNamespace(ctx context.Context, ns string, labels map[string]string) error {
 	obj := &corev1.Namespace{}
 	obj.Name = ns
+	obj.Labels = labels
 	if err := env.k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
