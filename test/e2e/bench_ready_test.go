@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redis-operator/redis-operator/controllers/resources"
@@ -43,10 +44,11 @@ func (r readyStages) String() string {
 }
 
 // sampleToReady samples c every 100 ms from start until it is Ready (failing the benchmark
-// after timeout) and returns when each stage was first seen. A stage seen before an earlier
-// one (Redis can answer before the kubelet reports the container running) takes the
-// earlier one's time, so the stages never go backwards.
-func sampleToReady(c *cluster, start time.Time, shards, replicas int, timeout time.Duration) readyStages {
+// after timeout) and returns when each stage was first seen, and for each pod the time from
+// its first sample bound to a node to its first sample with the Ready condition. A stage
+// seen before an earlier one (Redis can answer before the kubelet reports the container
+// running) takes the earlier one's time, so the stages never go backwards.
+func sampleToReady(c *cluster, start time.Time, shards, replicas int, timeout time.Duration) (readyStages, []time.Duration) {
 	c.t.Helper()
 	want := shards * (1 + replicas)
 	clients := map[string]*redis.Client{}
@@ -57,13 +59,23 @@ func sampleToReady(c *cluster, start time.Time, shards, replicas int, timeout ti
 	}()
 	var seen [readyStageCount]bool
 	var at readyStages
+	boundAt, readyAt := map[types.UID]time.Duration{}, map[types.UID]time.Duration{}
 	deadline := start.Add(timeout)
 	for !seen[stageReady] {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("%s: not Ready within %s; stages seen %v at %s", c.key(), timeout, seen, at)
 		}
 		now := time.Since(start)
-		held := c.readyStagesHeld(clients, want, shards*replicas)
+		pods := c.podsQuiet()
+		held := c.readyStagesHeld(clients, pods, want, shards*replicas)
+		for _, p := range pods {
+			if _, ok := boundAt[p.UID]; !ok && p.Spec.NodeName != "" {
+				boundAt[p.UID] = now
+			}
+			if _, ok := readyAt[p.UID]; !ok && podIsReady(&p) {
+				readyAt[p.UID] = now
+			}
+		}
 		for i := range held {
 			if held[i] && !seen[i] {
 				seen[i], at[i] = true, now
@@ -76,15 +88,20 @@ func sampleToReady(c *cluster, start time.Time, shards, replicas int, timeout ti
 			at[i] = at[i+1]
 		}
 	}
-	return at
+	var podReady []time.Duration
+	for uid, ready := range readyAt {
+		if bound, ok := boundAt[uid]; ok {
+			podReady = append(podReady, ready-bound)
+		}
+	}
+	return at, podReady
 }
 
 // readyStagesHeld says which stages hold now. clients caches one Redis client per pod IP
 // and password.
-func (c *cluster) readyStagesHeld(clients map[string]*redis.Client, want, wantReplicas int) [readyStageCount]bool {
+func (c *cluster) readyStagesHeld(clients map[string]*redis.Client, pods []corev1.Pod, want, wantReplicas int) [readyStageCount]bool {
 	var held [readyStageCount]bool
 	held[stageReady] = isReady(c.get())
-	pods := c.podsQuiet()
 	if len(pods) != want {
 		return held
 	}

@@ -23,17 +23,29 @@ func appendRows(b *testing.B, rows ...benchtable.Row) {
 // applyToReadyRows are BenchmarkApplyToReady's rows for one size: the median time to Ready
 // (issue 20's target: 3×1 under 8 s on the local plane; other sizes have none), then the
 // median of each earlier stage from apply, where the time goes.
-func applyToReadyRows(shards, replicas int32, med readyStages, runs int) []benchtable.Row {
-	at := fmt.Sprintf("apply→Ready %d×%d, local plane, median of %d", shards, replicas, runs)
+//
+// On real nodes (the kubelet with containerd) the targets are the real-pods issue's: 3×1
+// under 6 s, and a pod Ready within 2 s of being bound to a node (median over every pod of
+// the runs); on the process nodes, 3×1 under 8 s.
+func applyToReadyRows(shards, replicas int32, real bool, med readyStages, runs int, podMed time.Duration, pods int) []benchtable.Row {
+	plane, limit := "local plane", 8*time.Second
+	if real {
+		plane, limit = "real nodes", 6*time.Second
+	}
+	at := fmt.Sprintf("apply→Ready %d×%d, %s, median of %d", shards, replicas, plane, runs)
 	total := benchtable.Row{Measure: at, Ours: fmt.Sprintf("%.1f s", med[stageReady].Seconds())}
 	if shards == 3 && replicas == 1 {
-		total.Target, total.Met = "< 8 s", benchtable.Met(med[stageReady] < 8*time.Second)
+		total.Target, total.Met = fmt.Sprintf("< %.0f s", limit.Seconds()), benchtable.Met(med[stageReady] < limit)
 	}
 	rows := []benchtable.Row{total}
 	for i := range stageReady {
 		rows = append(rows, benchtable.Row{Measure: fmt.Sprintf("  %s: %s", at, readyStageNames[i]), Ours: fmt.Sprintf("%.1f s", med[i].Seconds())})
 	}
-	return rows
+	pod := benchtable.Row{Measure: fmt.Sprintf("  %s: a pod bound→Ready (median of %d pods)", at, pods), Ours: fmt.Sprintf("%.1f s", podMed.Seconds())}
+	if real {
+		pod.Target, pod.Met = "≤ 2 s", benchtable.Met(podMed <= 2*time.Second)
+	}
+	return append(rows, pod)
 }
 
 // manyClustersRows are BenchmarkManyClusters' rows: per cluster count the operator's RSS
