@@ -157,6 +157,7 @@ func (r *RedisClusterReconciler) reconcileReplicaScaleDown(ctx context.Context, 
 			return ctrl.Result{}, true, err
 		}
 		s.did("ReplicasRemoved", "Shard %s: %d pods to %d; master %s stays", sh.Name, ptrOr(live.Spec.Replicas, 1), want, master)
+		s.obs.ReplicasRemoved = append(s.obs.ReplicasRemoved, sh.Name) // not Ready until their nodes are forgotten
 		s.acted = true
 	}
 	return ctrl.Result{}, false, nil

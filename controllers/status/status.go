@@ -59,6 +59,12 @@ type Observation struct {
 	// deleted: their pods are still stopping and were counted in Pods, so
 	// the scale-in is not over until a later pass sees them gone.
 	Removed []string
+	// ReplicasRemoved names the shards whose StatefulSets this pass
+	// shrank to 1 + replicasPerShard pods: the removed replicas' pods are
+	// still stopping and their nodes still in every table (they are
+	// forgotten next), so the scale-down is not over until a later pass
+	// sees the topology converged without them.
+	ReplicasRemoved []string
 	// ReplicasPerShard is spec.replicasPerShard.
 	ReplicasPerShard int
 	// FormedBefore: status recorded that the cluster was formed (see
@@ -431,6 +437,10 @@ func progressReason(o *Observation) (reason, message string) {
 		// A formed cluster whose pass stopped before Redis was observed
 		// (the password is unknown): nothing is known to be changing.
 		return "", ""
+	case len(o.ReplicasRemoved) > 0:
+		return cachev1beta1.RedisClusterScalingReason,
+			fmt.Sprintf("Removing replicas: %s down to %s each; their nodes are forgotten next.",
+				names(o.ReplicasRemoved), plural(1+o.ReplicasPerShard, "pod"))
 	case o.Scaling() || MigrationUnfinished(t.Migration):
 		msg := fmt.Sprintf("Scaling to %d shards (%d own slots now).", o.DesiredShards, t.CurrentShards)
 		if m := t.Migration; m != nil && m.SlotsTotal > 0 {
