@@ -129,7 +129,7 @@ func (s *scope) busy() bool {
 		return false
 	}
 	t := s.obs.Topology
-	return len(s.obs.Pods.NotReady) > 0 || (t != nil && !t.Converged) || len(s.obs.StalePods) > 0 || len(s.obs.Leaving) > 0 || len(s.obs.Removed) > 0 || len(s.obs.ReplicasRemoved) > 0 ||
+	return len(s.obs.Pods.NotReady) > 0 || (t != nil && !t.Converged) || len(s.obs.StalePods) > 0 || len(s.obs.Leaving) > 0 || len(s.obs.Removed) > 0 ||
 		s.obs.AnnouncePending != ""
 }
 
