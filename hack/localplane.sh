@@ -14,20 +14,21 @@
 # .localplane/<demo|dev>/ (LOCALPLANE_STATE_DIR overrides it); dev-up keeps
 # it across restarts, demo starts afresh.
 #
-# The plane has three real nodes and no process node (localplane up
-# --nodes 0 --real-nodes 3): every pod is a container that containerd runs
-# from its image. The operator is installed as users install it, from its
-# dev overlay (redis-operator manifests --overlay dev | kubectl apply), and
-# runs from its image (ghcr.io/redis-operator/redis-operator, which the
-# nodes pull from the plane's registry); the API server calls its webhooks
-# through their Service.
+# The plane has three nodes (localplane up --nodes 3), each the real
+# kubelet with a containerd of its own: every pod is a container that
+# containerd runs from its image. The operator is installed as users
+# install it, from its dev overlay (redis-operator manifests --overlay dev
+# | kubectl apply), and runs from its image
+# (ghcr.io/redis-operator/redis-operator, which the nodes pull from the
+# plane's registry); the API server calls its webhooks through their
+# Service.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${BIN:-$ROOT/bin}
 EXAMPLE=$ROOT/examples/rediscluster.yaml
-# The plane of demo and dev-up: real nodes only.
-REAL_NODES=(--nodes 0 --real-nodes 3)
+# The plane of demo and dev-up: three nodes, one per zone.
+PLANE_FLAGS=(--nodes 3)
 # The install as the dev overlay renders it.
 OPERATOR_NAMESPACE=redis-operator-system
 OPERATOR_DEPLOYMENT=redis-operator-controller-manager
@@ -189,7 +190,7 @@ demo() {
     echo "Stopped; nothing is left running."
   }
   trap cleanup EXIT
-  start_plane "$dir" "" "${REAL_NODES[@]}"
+  start_plane "$dir" "" "${PLANE_FLAGS[@]}"
   install_operator "$dir"
 
   say "Creating the example RedisCluster (3 shards x 1 replica)"
@@ -267,7 +268,7 @@ dev_up() {
   if "$BIN/localplane" wait --state-dir "$dir" --timeout 1s >/dev/null 2>&1; then
     die "a plane already runs in $dir; stop it with hack/localplane.sh dev-down"
   fi
-  start_plane "$dir" detach "${REAL_NODES[@]}"
+  start_plane "$dir" detach "${PLANE_FLAGS[@]}"
   refresh_operator_image "$dir"
   install_operator "$dir"
   cat <<EOF

@@ -1,19 +1,18 @@
-// Package localplane runs a single-machine Kubernetes whose pods are local
-// processes: etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler on 127.0.0.1 (see internal/controlplane) and process
-// nodes (see internal/node; three by default, one per zone) that each
-// give their pods their own
-// 127.x.y.z address (or, with Options.PodNetwork, its own network
-// namespace, with kube-proxy and a cluster DNS; see internal/podnet), runs its containers as processes with their volumes
-// mounted at their container paths, and provisions a directory-backed
-// PersistentVolume for every claim. With Options.RealNodes, real nodes
-// (the kubelet against containerd; see internal/realnode) join them.
+// Package localplane runs a single-machine Kubernetes of real nodes:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+// kube-proxy on 127.0.0.1 (see internal/controlplane), and nodes that each
+// run the real kubelet against a containerd of their own (see
+// internal/realnode; three by default, one per zone), on a pod network of
+// node bridges routed by the host (see internal/podnet). Beside them run
+// what a real cluster's add-ons provide: a cluster DNS, a provisioner of
+// directory-backed PersistentVolumes, and a relay to the API server for
+// pods; and, unless Options.Registry names another, the OCI registry the
+// nodes pull every image from (see internal/images).
 //
-// It needs root, util-linux (nsenter, setpriv, mount), and the binaries
-// etcd, kube-apiserver and kube-controller-manager (built into bin/ by
-// `make tools`). Pods of images whose repository ends in redis or valkey
-// run /usr/bin/redis-server (Debian redis-server); redis_exporter images
-// run prometheus-redis-exporter.
+// It needs root, the Debian packages containerd, runc, iptables, iproute2
+// and the CNI plugins, the binaries of `make tools` (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kube-proxy, kubelet, registry)
+// and the images of `make images`.
 package localplane
 
 import (
@@ -37,7 +36,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
@@ -47,62 +45,44 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
 )
 
-// DefaultNodeName is the name of the process node, or the prefix of the
-// nodes' names when there are several (DefaultNodeName-1, -2, ...).
+// DefaultNodeName prefixes the nodes' names: DefaultNodeName-1, -2, ...
 const DefaultNodeName = "localplane"
 
-// DefaultNodes is how many process nodes a plane has unless
-// Options.Nodes says otherwise.
+// DefaultNodes is how many nodes a plane has unless Options.Nodes says
+// otherwise.
 const DefaultNodes = 3
 
 // Zones are the topology.kubernetes.io/zone labels of the nodes, given in
-// turn: node i is in Zones[i%len(Zones)].
+// turn: node i (0-based) is in Zones[i%len(Zones)].
 var Zones = []string{"zone-a", "zone-b", "zone-c"}
 
 // Options configure Start.
 type Options struct {
 	// StateDir holds everything the plane writes (certificates, etcd data,
-	// logs, claim volumes); it is created if missing and reused if it
-	// holds an earlier plane's state (the API objects and volume data are
-	// then still there). Required.
+	// logs, the nodes' state, claim volumes); it is created if missing and
+	// reused if it holds an earlier plane's state (the API objects, images
+	// and volume data are then still there). Its path must be short enough
+	// for the nodes' sockets (realnode.Start says how long). Required.
 	StateDir string
-	// BinDir holds etcd, kube-apiserver and kube-controller-manager.
-	// Required.
+	// BinDir holds the binaries of `make tools`. Required.
 	BinDir string
-	// NodeName names the process node, or prefixes the names of several
-	// (NodeName-1, ...); DefaultNodeName when empty.
+	// NodeName prefixes the names of the nodes (NodeName-1, ...);
+	// DefaultNodeName when empty.
 	NodeName string
-	// Nodes is how many process nodes to run; with one, it is named
-	// NodeName and has no zone label. Zero is DefaultNodes, or none with
-	// RealNodes: a plane of real nodes only.
+	// Nodes is how many nodes to run (at most 63, the node bridges
+	// podnet has room for, shared by every plane on the machine); zero is
+	// DefaultNodes. Each is the real kubelet (bin/kubelet) with a
+	// containerd of its own, in Zones in turn.
 	Nodes int
 	// StartTimeout bounds the start of each part; 2 minutes when zero.
 	StartTimeout time.Duration
-	// PodNetwork gives every pod its own network namespace with an IP in
-	// podnet.PodCIDR, runs kube-proxy (bin/kube-proxy) so ClusterIPs in
-	// podnet.ServiceCIDR route, and serves cluster DNS to pods (see package
-	// podnet). Without it pods share the machine's network stack.
-	PodNetwork bool
-	// RealNodes is how many real nodes to run besides the process nodes:
-	// NodeName-c1, -c2, ..., in Zones in turn, each the real kubelet
-	// (bin/kubelet) with a containerd of its own (see package realnode).
-	// They are labelled realnode.RuntimeLabel=containerd and, beside
-	// process nodes, tainted with it (NoSchedule): only pods that tolerate
-	// the taint run there; without process nodes any pod does. Needs
-	// PodNetwork. The API server then runs the Node authorizer and
-	// NodeRestriction, and the kubernetes Service routes to it.
-	RealNodes int
-	// Registry is the host:port of the OCI registry (plain HTTP) the real
-	// nodes pull images of realnode.MirroredRegistries from. When empty,
-	// the plane runs bin/registry (read-only) on the per-user images cache
+	// Registry is the host:port of the OCI registry (plain HTTP) the nodes
+	// pull images of realnode.MirroredRegistries from. When empty, the
+	// plane runs bin/registry (read-only) on the per-user images cache
 	// that `make images` fills (package images), and Start fails if that
 	// has no sandbox image.
 	Registry string
 }
-
-// PodNetworkEnv, set to 0, turns the pod network off in `localplane up`
-// (and in this module's tests), where it is on by default.
-const PodNetworkEnv = "LOCALPLANE_PODNET"
 
 // Plane is a running local plane.
 type Plane struct {
@@ -115,53 +95,48 @@ type Plane struct {
 	RESTConfig *rest.Config
 	// Client is an admin clientset.
 	Client kubernetes.Interface
-	// NodeName is the name of the first process node (empty without).
-	NodeName string
-	// Nodes are the names of all process nodes, in order.
+	// Nodes are the names of the nodes, in order.
 	Nodes []string
-	// RealNodes are the names of the real nodes (Options.RealNodes), in
-	// order.
-	RealNodes []string
-	// DNS is the cluster DNS server's address (host:53) with
-	// Options.PodNetwork, reachable from pods and the host; empty without.
+	// DNS is the cluster DNS server's address (<gateway>:53), reachable
+	// from pods and the host.
 	DNS string
 
 	cp       *controlplane.ControlPlane
 	network  *podnet.Network
 	services *node.Services
-	registry *images.Registry // the one the plane runs for its real nodes, or nil
+	registry *images.Registry // the one the plane runs for its nodes, or nil
 	logFile  *os.File
 
 	ctx    context.Context // Start's, which bounds the nodes' lives
 	mu     sync.Mutex
-	nodes  map[string]*node.Node // running (not lost) nodes
-	config map[string]node.Config
-	// real nodes, running (not lost) and all
-	real       map[string]*realnode.Node
-	realConfig map[string]realnode.Config
+	nodes  map[string]*realnode.Node // running (not lost) nodes
+	config map[string]realnode.Config
 }
 
-// Start runs the control plane, the process nodes and the real nodes and
+// Start runs the control plane, the plane's services and the nodes and
 // returns once the nodes are Ready and schedulable and pods can be created
-// in the default namespace (its service account exists). Processes of an
-// earlier plane with the same StateDir that crashed are killed first (real
-// nodes' containers, mounts and namespaces included). Component logs are
-// in <StateDir>/logs. On error everything started is stopped.
+// in the default namespace (its service account exists). What an earlier
+// plane with the same StateDir that was killed left running is killed
+// first (the nodes' containers, mounts and bridges included), and the Node
+// objects of an earlier run's nodes that this plane does not have are
+// deleted. Component logs are in <StateDir>/logs. Errors name the part
+// that failed and, where there is one, the log to read; on error
+// everything started is stopped.
 func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.StateDir == "" || o.BinDir == "" {
 		return nil, errors.New("localplane: StateDir and BinDir are required")
 	}
+	if o.Nodes < 0 {
+		return nil, fmt.Errorf("localplane: Nodes is %d", o.Nodes)
+	}
 	if o.NodeName == "" {
 		o.NodeName = DefaultNodeName
 	}
-	if o.Nodes == 0 && o.RealNodes == 0 {
+	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
-	}
-	if o.RealNodes > 0 && !o.PodNetwork {
-		return nil, errors.New("localplane: RealNodes need PodNetwork")
 	}
 	stateDir, err := filepath.Abs(o.StateDir)
 	if err != nil {
@@ -179,24 +154,9 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		return nil, fmt.Errorf("localplane: %w", err)
 	}
 	redirectKlog(logFile)
-	p := &Plane{StateDir: stateDir, logFile: logFile, nodes: map[string]*node.Node{}, config: map[string]node.Config{},
-		real: map[string]*realnode.Node{}, realConfig: map[string]realnode.Config{}, ctx: ctx}
-	zones := make([]string, o.Nodes)
-	if o.Nodes == 1 {
-		p.Nodes = []string{o.NodeName}
-	} else {
-		for i := range o.Nodes {
-			p.Nodes = append(p.Nodes, fmt.Sprintf("%s-%d", o.NodeName, i+1))
-			zones[i] = Zones[i%len(Zones)]
-		}
-	}
-	for i := range o.RealNodes {
-		p.RealNodes = append(p.RealNodes, fmt.Sprintf("%s-c%d", o.NodeName, i+1))
-	}
-	// kube-proxy serves the first node.
-	proxyNode := append(slices.Clone(p.Nodes), p.RealNodes...)[0]
-	if len(p.Nodes) > 0 {
-		p.NodeName = p.Nodes[0]
+	p := &Plane{StateDir: stateDir, logFile: logFile, nodes: map[string]*realnode.Node{}, config: map[string]realnode.Config{}, ctx: ctx}
+	for i := range o.Nodes {
+		p.Nodes = append(p.Nodes, fmt.Sprintf("%s-%d", o.NodeName, i+1))
 	}
 	ok := false
 	defer func() {
@@ -205,27 +165,21 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		}
 	}()
 
-	// Real nodes of an earlier run that crashed, before their bridges go
-	// with the pod network's sweep.
+	// The nodes of an earlier run that was killed, before their bridges
+	// go with the pod network's sweep.
 	if err := realnode.SweepAll(stateDir); err != nil {
-		return nil, fmt.Errorf("localplane: sweeping the real nodes of an earlier run: %w", err)
+		return nil, fmt.Errorf("localplane: sweeping the nodes of an earlier run: %w", err)
 	}
-	cpOpts := controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout, Nodes: o.Nodes}
-	if o.PodNetwork {
-		if p.network, err = podnet.Open(stateDir); err != nil {
-			return nil, err
-		}
-		cpOpts.ServiceCIDR, cpOpts.KubeProxy, cpOpts.NodeName = podnet.ServiceCIDR, podnet.PodCIDR, proxyNode
-		cpOpts.ServingIPs = []net.IP{net.ParseIP(p.network.Gateway)}
-		p.DNS = net.JoinHostPort(p.network.Gateway, "53")
+	if p.network, err = podnet.Open(stateDir); err != nil {
+		return nil, err
 	}
-	if o.RealNodes > 0 {
-		// Kubelets with identities of their own; pods that find the API
-		// server at the kubernetes Service's ClusterIP (kube-proxy sends
-		// it to the relay on the gateway).
-		cpOpts.NodeAuthorization, cpOpts.AdvertiseAddress = true, p.network.Gateway
-	}
-	p.cp, err = controlplane.Start(ctx, cpOpts)
+	p.DNS = net.JoinHostPort(p.network.Gateway, "53")
+	// Kubelets with identities of their own; pods that find the API server
+	// at the kubernetes Service's ClusterIP (kube-proxy, which serves the
+	// first node, sends it to the relay on the gateway).
+	p.cp, err = controlplane.Start(ctx, controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout,
+		Nodes: 1, ServiceCIDR: podnet.ServiceCIDR, KubeProxy: podnet.PodCIDR, NodeName: p.Nodes[0],
+		ServingIPs: []net.IP{net.ParseIP(p.network.Gateway)}, NodeAuthorization: true, AdvertiseAddress: p.network.Gateway})
 	if err != nil {
 		return nil, err
 	}
@@ -248,29 +202,22 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i, name := range p.Nodes {
-		p.config[name] = node.Config{
-			Name: name, Zone: zones[i], StateDir: stateDir, Client: nodeClient,
-			APIHost: "127.0.0.1", APIPort: p.cp.Ports.APIServer, KubeletPort: p.cp.Ports.KubeletPort(i),
-			PKI: p.cp.PKI, BinDir: binDir, Network: p.network, Log: log.With("node", name),
-		}
-	}
-	if o.RealNodes > 0 && o.Registry == "" {
+	if o.Registry == "" {
 		if o.Registry, err = p.startRegistry(ctx, binDir); err != nil {
 			return nil, err
 		}
 	}
-	for i, name := range p.RealNodes {
-		p.realConfig[name] = realnode.Config{
+	for i, name := range p.Nodes {
+		p.config[name] = realnode.Config{
 			Name: name, Zone: Zones[i%len(Zones)], StateDir: stateDir, BinDir: binDir,
 			APIServer: fmt.Sprintf("https://127.0.0.1:%d", p.cp.Ports.APIServer), PKI: p.cp.PKI,
-			Network: p.network, Registry: o.Registry, Tainted: o.Nodes > 0, Log: log.With("node", name),
+			Network: p.network, Registry: o.Registry, Log: log.With("node", name),
 		}
 	}
 	if err := p.deleteOtherNodes(ctx); err != nil {
 		return nil, err
 	}
-	for _, name := range append(slices.Clone(p.Nodes), p.RealNodes...) {
+	for _, name := range p.Nodes {
 		if err := p.RestoreNode(name); err != nil {
 			return nil, err
 		}
@@ -281,15 +228,12 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if err := p.waitNodesSchedulable(ctx, o.StartTimeout); err != nil {
 		return nil, err
 	}
-	if err := p.setRuntimeTaints(ctx, o.Nodes > 0); err != nil {
-		return nil, err
-	}
 	ok = true
 	return p, nil
 }
 
 // startRegistry runs the registry of the per-user images cache for the
-// real nodes and returns its host:port, once it serves the sandbox image.
+// nodes and returns its host:port, once it serves the sandbox image.
 func (p *Plane) startRegistry(ctx context.Context, binDir string) (string, error) {
 	cache, err := images.Dir()
 	if err != nil {
@@ -332,44 +276,13 @@ func (p *Plane) deleteOtherNodes(ctx context.Context) error {
 		return fmt.Errorf("localplane: %w", err)
 	}
 	for _, n := range nodes.Items {
-		if slices.Contains(p.Nodes, n.Name) || slices.Contains(p.RealNodes, n.Name) {
+		if slices.Contains(p.Nodes, n.Name) {
 			continue
 		}
 		if err := p.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("localplane: deleting node %s of an earlier run: %w", n.Name, err)
 		}
 		fmt.Fprintf(p.logFile, "localplane: deleted node %s, which this plane does not have\n", n.Name)
-	}
-	return nil
-}
-
-// setRuntimeTaints gives every real node the taint
-// realnode.RuntimeLabel=containerd:NoSchedule, or takes it away without
-// tainted. The kubelet registers a new Node with it or without
-// (realnode.Config.Tainted) but leaves an existing Node's taints alone:
-// an earlier run in the same state directory may have had process nodes
-// or not.
-func (p *Plane) setRuntimeTaints(ctx context.Context, tainted bool) error {
-	for _, name := range p.RealNodes {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			n, err := p.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if slices.ContainsFunc(n.Spec.Taints, realnode.IsRuntimeTaint) == tainted {
-				return nil
-			}
-			if tainted {
-				n.Spec.Taints = append(n.Spec.Taints, realnode.RuntimeTaint)
-			} else {
-				n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, realnode.IsRuntimeTaint)
-			}
-			_, err = p.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("localplane: the taints of node %s: %w", name, err)
-		}
 	}
 	return nil
 }
@@ -407,20 +320,18 @@ func (p *Plane) Err() error {
 	return p.cp.Exited()
 }
 
-// Stop stops every pod (SIGTERM, SIGKILL after 10 s) and the real nodes'
-// kubelets and containerd, then the controller manager, the API server
-// and etcd, leaving no process, mount or network namespace behind. The
-// state directory stays. Stop is idempotent.
+// Stop stops the nodes (their kubelets, then every container: SIGTERM,
+// SIGKILL after 10 s; then containerd), the plane's services and
+// registry, then the control plane (kube-proxy, whose rules go, the
+// scheduler, the controller manager, the API server and etcd), leaving no
+// process, mount, network namespace or node bridge behind. The state directory stays.
+// Stop is idempotent.
 func (p *Plane) Stop() {
 	p.mu.Lock()
 	var wg sync.WaitGroup
 	for name, n := range p.nodes {
 		wg.Go(func() { n.Stop(10 * time.Second) })
 		delete(p.nodes, name)
-	}
-	for name, n := range p.real {
-		wg.Go(func() { n.Stop(10 * time.Second) })
-		delete(p.real, name)
 	}
 	p.mu.Unlock()
 	wg.Wait()
@@ -477,7 +388,7 @@ func (p *Plane) waitNodesSchedulable(ctx context.Context, timeout time.Duration)
 				}
 			}
 		}
-		if err == nil && pending == 0 && len(nodes.Items) >= len(p.Nodes)+len(p.RealNodes) {
+		if err == nil && pending == 0 && len(nodes.Items) >= len(p.Nodes) {
 			return nil
 		}
 		select {

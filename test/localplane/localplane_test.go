@@ -36,26 +36,27 @@ func binDir(t *testing.T) string {
 	return d
 }
 
-// startPlane starts a plane for t, with the pod network unless
-// $LOCALPLANE_PODNET is 0 (so the same tests cover both modes).
-func startPlane(t *testing.T) *localplane.Plane {
+// startPlane starts a plane of nodes nodes (localplane.DefaultNodes when
+// 0) for t in a state directory of its own, stopped when t ends.
+func startPlane(t *testing.T, nodes int) *localplane.Plane {
 	t.Helper()
-	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t),
-		PodNetwork: os.Getenv(localplane.PodNetworkEnv) != "0"})
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t), Nodes: nodes})
 	if err != nil {
-		t.Fatalf("starting the local plane (needs root and `make tools`): %v", err)
+		t.Fatalf("starting the local plane (needs root, `make tools` and `make images`): %v", err)
 	}
 	t.Cleanup(p.Stop)
 	return p
 }
 
-// TestRedisStatefulSet runs a 3-pod Redis StatefulSet on the plane: each
-// pod gets its own IP (loopback, or in the pod network's range), its config from a ConfigMap and its data
-// dir from its own claim; a deleted pod comes back with its data; deleting
-// the StatefulSet leaves no redis-server behind.
+// TestRedisStatefulSet runs a 3-pod Redis StatefulSet on the default
+// plane: each pod gets its own IP in the nodes' pod ranges, its config from
+// a ConfigMap and its data dir from its own claim, provisioned as a
+// directory under the state directory's volumes/<namespace>/; a deleted
+// pod comes back with its data; deleting the StatefulSet leaves no
+// redis-server behind.
 func TestRedisStatefulSet(t *testing.T) {
-	p := startPlane(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	p := startPlane(t, 0)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c := p.Client
 	ns := "default"
@@ -75,8 +76,8 @@ func TestRedisStatefulSet(t *testing.T) {
 	ips := map[string]string{}
 	for _, pod := range pods {
 		ip := pod.Status.PodIP
-		if want := podRange(); !want.Contains(net.ParseIP(ip)) || ip == "127.0.0.1" {
-			t.Errorf("pod %s has IP %q, want its own address in %s", pod.Name, ip, want)
+		if !podRange.Contains(net.ParseIP(ip)) {
+			t.Errorf("pod %s has IP %q, want its own address in %s", pod.Name, ip, podnet.NodeCIDRs)
 		}
 		if other, dup := ips[ip]; dup {
 			t.Errorf("pods %s and %s share IP %s", other, pod.Name, ip)
@@ -109,6 +110,14 @@ func TestRedisStatefulSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	put.Close()
+	claim, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-redis-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aof := filepath.Join(p.StateDir, "volumes", ns, "data-redis-1-"+string(claim.UID), "appendonlydir")
+	if entries, err := os.ReadDir(aof); err != nil || len(entries) == 0 {
+		t.Errorf("redis-1's append-only files in its claim's directory %s: %v, %v", aof, entries, err)
+	}
 	if err := c.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -264,12 +273,33 @@ func conditionStatus(pod *corev1.Pod, t corev1.PodConditionType) corev1.Conditio
 	return ""
 }
 
-// podRange is where pod IPs come from in the mode startPlane chose.
-func podRange() *net.IPNet {
-	cidr := "127.64.0.0/10"
-	if os.Getenv(localplane.PodNetworkEnv) != "0" {
-		cidr = podnet.PodCIDR
-	}
-	_, n, _ := net.ParseCIDR(cidr)
+// podRange is where pod IPs come from: the nodes' bridges.
+var podRange = func() *net.IPNet {
+	_, n, _ := net.ParseCIDR(podnet.NodeCIDRs)
 	return n
+}()
+
+// waitPod waits until pod name in the default namespace satisfies ok and
+// returns it; what names the wait in the failure.
+func waitPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pod, err = c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && ok(pod), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for pod %s to be %s (status: %+v): %v", name, what, pod.Status, err)
+	}
+	return pod
+}
+
+func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == name {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
 }

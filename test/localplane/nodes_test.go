@@ -14,13 +14,13 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane"
 )
 
-// TestNodes: the plane has three nodes in three zones; kube-scheduler
-// honours a required pod anti-affinity (one pod per node) and a cordon; a
-// lost node goes NotReady and tainted unreachable with its pod's process
-// gone, and once restored it is Ready, untainted, with its pod running
-// again.
+// TestNodes: the default plane has three untainted nodes in three zones;
+// kube-scheduler honours a required pod anti-affinity (one pod per node)
+// and a cordon; a lost node goes NotReady and tainted unreachable with its
+// pod's process gone, and once restored it is Ready, untainted, with its
+// pod running again.
 func TestNodes(t *testing.T) {
-	p := startPlane(t)
+	p := startPlane(t, 0)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c := p.Client
@@ -32,8 +32,8 @@ func TestNodes(t *testing.T) {
 	var zones []string
 	for _, n := range nodes.Items {
 		zones = append(zones, n.Labels[corev1.LabelTopologyZone])
-		if n.Labels[corev1.LabelHostname] != n.Name {
-			t.Errorf("node %s: hostname label %q", n.Name, n.Labels[corev1.LabelHostname])
+		if n.Labels[corev1.LabelHostname] != n.Name || len(n.Spec.Taints) > 0 {
+			t.Errorf("node %s: hostname label %q, taints %v; want its name and none", n.Name, n.Labels[corev1.LabelHostname], n.Spec.Taints)
 		}
 	}
 	slices.Sort(zones)

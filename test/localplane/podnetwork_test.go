@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,22 +16,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/redis-operator/redis-operator/test/localplane"
-	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 )
 
-// TestPodNetwork runs three redis pods on a plane with PodNetwork: a
-// (master), b (replica of a, found by its DNS name through the headless
-// Service peers) and c (standalone), each listening on 0.0.0.0:6379 in its
-// own namespace. It checks that the pods' outgoing connections leave from
-// their pod IPs, that a ClusterIP Service routes to its ready endpoint
-// from the host and from a pod, that cluster names resolve, that one DROP
-// rule on a pod IP cuts both the connections it opens and those opened to
-// it, that a pod reaches the API server, and that stopping the plane
-// removes every namespace.
+// TestPodNetwork runs three redis pods on a plane of two nodes: a
+// (master) on the first node, b (replica of a, found by its DNS name
+// through the headless Service peers) and c (standalone) on the second,
+// each listening on 0.0.0.0:6379 in its own network namespace. It checks
+// that pods get addresses in their node's range and connect from them (no
+// NAT between nodes), that a ClusterIP Service routes to its ready
+// endpoint from the host and from a pod of another node, that cluster
+// names resolve, that one DROP rule on a pod IP cuts both the connections
+// it opens and those opened to it, that a pod reaches the API server
+// through the kubernetes Service, and that stopping the plane removes
+// the nodes' bridges, its gateway and every pod namespace.
 func TestPodNetwork(t *testing.T) {
-	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t), PodNetwork: true})
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t), Nodes: 2})
 	if err != nil {
-		t.Fatalf("starting the local plane with PodNetwork (needs root, `make tools`): %v", err)
+		t.Fatalf("starting the local plane (needs root, `make tools` and `make images`): %v", err)
 	}
 	stopped := false
 	t.Cleanup(func() {
@@ -41,7 +40,7 @@ func TestPodNetwork(t *testing.T) {
 			p.Stop()
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c, ns := p.Client, "default"
 
@@ -57,7 +56,12 @@ func TestPodNetwork(t *testing.T) {
 		}
 	}
 	for name, args := range map[string][]string{"a": nil, "b": {"--replicaof", aName, "6379"}, "c": nil} {
-		if _, err := c.CoreV1().Pods(ns).Create(ctx, peerPod(name, args), metav1.CreateOptions{}); err != nil {
+		pod := peerPod(name, args)
+		pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: p.Nodes[1]}
+		if name == "a" {
+			pod.Spec.NodeSelector[corev1.LabelHostname] = p.Nodes[0]
+		}
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,13 +69,19 @@ func TestPodNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := waitReadyPods(ctx, t, c, ns, 3, nil)
-	_, podNet, _ := net.ParseCIDR(podnet.PodCIDR)
 	ip := map[string]string{}
+	nodeIPs := map[string]bool{}
 	for _, pod := range pods {
-		if !podNet.Contains(net.ParseIP(pod.Status.PodIP)) {
-			t.Fatalf("pod %s has IP %q, want one in %s", pod.Name, pod.Status.PodIP, podnet.PodCIDR)
+		// The node's IP is its bridge's address, the .1 of the node's /24.
+		nodeNet := &net.IPNet{IP: net.ParseIP(pod.Status.HostIP).Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}
+		if !podRange.Contains(net.ParseIP(pod.Status.HostIP)) || !nodeNet.Contains(net.ParseIP(pod.Status.PodIP)) {
+			t.Fatalf("pod %s on node %s (IP %s) has IP %q, want one in the node's %s", pod.Name, pod.Spec.NodeName, pod.Status.HostIP, pod.Status.PodIP, nodeNet)
 		}
 		ip[pod.Name] = pod.Status.PodIP
+		nodeIPs[pod.Status.HostIP] = true
+	}
+	if len(nodeIPs) != 2 {
+		t.Fatalf("pods on node IPs %v, want two nodes", nodeIPs)
 	}
 	rdb := func(addr string) *redis.Client {
 		cl := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(addr, "6379"), MaxRetries: -1})
@@ -80,8 +90,8 @@ func TestPodNetwork(t *testing.T) {
 	}
 	a, cc := rdb(ip["a"]), rdb(ip["c"])
 
-	// b resolved a's name and replicates from it; a sees the link coming
-	// from b's pod IP.
+	// b resolved a's name and replicates from it; a, on the other node,
+	// sees the link coming from b's pod IP.
 	poll(ctx, t, "b's replication link from its pod IP", func() (bool, string) {
 		list, err := a.ClientList(ctx).Result()
 		return err == nil && strings.Contains(list, "addr="+ip["b"]+":") && strings.Contains(list, "flags=S"), list
@@ -109,7 +119,8 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("resolving an unknown Service gave %v, want NXDOMAIN", addrs)
 	}
 
-	// The ClusterIP reaches a, from the host and from pod c, once kube-proxy
+	// The ClusterIP reaches a, from the host and from pod c on the other
+	// node, once kube-proxy
 	// has programmed the Service's ready endpoint (it syncs after the
 	// EndpointSlice changes, as on any cluster; until then it rejects).
 	viaService := rdb(svc.Spec.ClusterIP)
@@ -135,7 +146,8 @@ func TestPodNetwork(t *testing.T) {
 
 	// One rule on c's IP cuts c both ways: a connection a opens to c
 	// (MIGRATE a->c) and one c opens to a (MIGRATE c->a) both fail, and
-	// both work again once the rule is gone.
+	// both work again once the rule is gone. (Between pods of one node the
+	// bridge hands packets to iptables too: the rule cuts those as well.)
 	rule := []string{"FORWARD", "-d", ip["c"], "-j", "DROP"}
 	if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
 		t.Fatalf("iptables: %v: %s", err, out)
@@ -172,10 +184,10 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("k2 on a = %q after MIGRATE c->a, want v", got)
 	}
 
-	// A pod reaches the API server at KUBERNETES_SERVICE_HOST/PORT with
-	// TLS verified against the plane's CA and its service-account token
-	// (apiPod's readiness probe).
-	poll(ctx, t, "pod api ready (GET /version from inside it)", func() (bool, string) {
+	// A pod reaches the API server at the kubernetes Service
+	// (KUBERNETES_SERVICE_HOST/PORT), with TLS verified against the
+	// service account's CA (apiPod's readiness probe).
+	poll(ctx, t, "pod api ready (a TLS session with the API server from inside it)", func() (bool, string) {
 		pod, err := c.CoreV1().Pods(ns).Get(ctx, "api", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -183,17 +195,22 @@ func TestPodNetwork(t *testing.T) {
 		return conditionStatus(pod, corev1.PodReady) == corev1.ConditionTrue, string(conditionStatus(pod, corev1.PodReady))
 	})
 
-	// Stopping the plane removes every namespace it made.
-	records, _ := filepath.Glob(filepath.Join(p.StateDir, "netns", podnet.NamespacePrefix+"*"))
-	if len(records) != 4 {
-		t.Errorf("%d namespace records, want 4: %v", len(records), records)
-	}
+	// Stopping the plane removes the nodes' bridges (their addresses), the
+	// plane's gateway and the pods' network namespaces (containerd keeps
+	// them under the nodes' directories).
 	p.Stop()
 	stopped = true
-	for _, r := range records {
-		if _, err := os.Stat(filepath.Join("/run/netns", filepath.Base(r))); err == nil {
-			t.Errorf("namespace %s left after Stop", filepath.Base(r))
+	for addr := range nodeIPs {
+		if out, err := exec.Command("ip", "-4", "-o", "addr", "show", "to", addr+"/32").CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("node IP %s still on an interface after Stop: %s %v", addr, out, err)
 		}
+	}
+	gateway, _, _ := net.SplitHostPort(p.DNS)
+	if out, err := exec.Command("ip", "-4", "-o", "addr", "show", "to", gateway+"/32").CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("gateway %s still on an interface after Stop: %s %v", gateway, out, err)
+	}
+	if m := mountsUnder(p.StateDir); len(m) > 0 {
+		t.Errorf("mounts (network namespaces among them) left after Stop: %v", m)
 	}
 }
 
@@ -217,13 +234,13 @@ func peerPod(name string, args []string) *corev1.Pod {
 	}
 }
 
-// apiPod is Ready once curl in it gets the API server's /version through
-// KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT with the projected
-// service-account CA and token.
+// apiPod is Ready once redis-cli in it (the image has no HTTP client)
+// opens a TLS session, verified against the projected service-account CA,
+// with the server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT and
+// gets HTTP back: the API server's answer to a request it cannot parse.
 func apiPod() *corev1.Pod {
-	const sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-	get := `curl -fsS --max-time 2 --cacert ` + sa + `/ca.crt -H "Authorization: Bearer $(cat ` + sa + `/token)" ` +
-		`"https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/version" | grep -q gitVersion`
+	const ca = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+	get := `redis-cli --tls --cacert ` + ca + ` -h "$KUBERNETES_SERVICE_HOST" -p "$KUBERNETES_SERVICE_PORT" ping 2>&1 | grep -q 'got "H"'`
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "api", Labels: map[string]string{"app": "api"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,27 +23,21 @@ import (
 
 	"github.com/redis-operator/redis-operator/test/localplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
-	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
 )
 
-// TestRealNodes runs a plane with one real node (the kubelet v1.34 with
-// containerd 1.6; images from the registry `make images` fills) beside a
-// process node. The real node is Ready, labelled and tainted; a pod that
-// tolerates the taint runs there, becomes Ready through its readiness
-// probe, answers `kubectl exec` and `kubectl logs` and on its host port,
-// reaches a process-node pod (and is reached by it), a ClusterIP Service by
-// its DNS name and the API server through the kubernetes Service; a
-// container over its memory
-// limit is OOMKilled; an image of another registry is looked for in the
-// plane's registry; losing the node kills every container of it and
-// restoring it brings the pod back; Stop leaves no kubelet, containerd,
-// shim or container of the plane running, no mount, host port rule or
-// bridge.
+// TestRealNodes runs a plane of one node (the kubelet v1.34 with
+// containerd 1.6; images from the registry `make images` fills). The node
+// is Ready and labelled; a pod runs there, becomes Ready through its
+// readiness probe, answers `kubectl exec` and `kubectl logs`, on its pod IP
+// and on its host port; a container over its memory limit is OOMKilled; an
+// image of another registry is looked for in the plane's registry; losing
+// the node kills every container of it and restoring it brings the pod
+// back; Stop leaves no kubelet, containerd, shim or container of the plane
+// running, no mount, host port rule or bridge.
 func TestRealNodes(t *testing.T) {
-	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t),
-		Nodes: 1, PodNetwork: true, RealNodes: 1})
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: t.TempDir(), BinDir: binDir(t), Nodes: 1})
 	if err != nil {
-		t.Fatalf("starting the local plane with a real node (needs root, `make tools` and `make images`): %v", err)
+		t.Fatalf("starting the local plane (needs root, `make tools` and `make images`): %v", err)
 	}
 	stopped := false
 	t.Cleanup(func() {
@@ -53,10 +48,10 @@ func TestRealNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	c, ns := p.Client, "default"
-	if len(p.RealNodes) != 1 || p.RealNodes[0] != "localplane-c1" {
-		t.Fatalf("real nodes %v, want [localplane-c1]", p.RealNodes)
+	if len(p.Nodes) != 1 || p.Nodes[0] != "localplane-1" {
+		t.Fatalf("nodes %v, want [localplane-1]", p.Nodes)
 	}
-	name := p.RealNodes[0]
+	name := p.Nodes[0]
 
 	n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -68,25 +63,15 @@ func TestRealNodes(t *testing.T) {
 	if got := n.Status.NodeInfo.KubeletVersion; got != "v1.34.2" {
 		t.Errorf("node %s kubelet %q, want v1.34.2", name, got)
 	}
-	if nodeReady(n) != corev1.ConditionTrue || n.Labels[realnode.RuntimeLabel] != realnode.Runtime ||
-		n.Labels[corev1.LabelTopologyZone] != localplane.Zones[0] || n.Labels[corev1.LabelHostname] != name || !hasTaint(n, realnode.RuntimeLabel) {
+	if nodeReady(n) != corev1.ConditionTrue || n.Labels["node.kubernetes.io/local-plane"] != "true" ||
+		n.Labels[corev1.LabelTopologyZone] != localplane.Zones[0] || n.Labels[corev1.LabelHostname] != name || len(n.Spec.Taints) > 0 {
 		t.Errorf("node %s: ready %s, labels %v, taints %v", name, nodeReady(n), n.Labels, n.Spec.Taints)
 	}
 
-	// A Redis pod on the process node, behind a ClusterIP Service.
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, peerPod("a", nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "client"},
-		Spec:       corev1.ServiceSpec{Selector: map[string]string{"role": "a"}, Ports: []corev1.ServicePort{{Port: 6379}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// A Redis pod on the real node, with a marker process whose command
-	// line is this test's own, to follow its containers on the machine.
-	// Its Redis port is also a host port (portmap), on a port of this
-	// test's own, since every node shares the machine's host ports.
+	// A Redis pod with a marker process whose command line is this test's
+	// own, to follow its containers on the machine. Its Redis port is also
+	// a host port (portmap), on a port of this test's own, since every
+	// node shares the machine's host ports.
 	marker := fmt.Sprintf("3600.%09d", rand.IntN(1e9))
 	hostPort := int32(20000 + rand.IntN(10000))
 	rp := realPod("r", marker)
@@ -94,38 +79,23 @@ func TestRealNodes(t *testing.T) {
 	if _, err := c.CoreV1().Pods(ns).Create(ctx, rp, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a := waitPod(ctx, t, c, "a", "Ready", isReady)
 	r := waitPod(ctx, t, c, "r", "Ready", isReady)
-	_, nodeNet, _ := net.ParseCIDR(podnet.NodeCIDRs)
-	if r.Spec.NodeName != name || !nodeNet.Contains(net.ParseIP(r.Status.PodIP)) {
+	if r.Spec.NodeName != name || !podRange.Contains(net.ParseIP(r.Status.PodIP)) {
 		t.Fatalf("pod r on node %q with IP %s, want %s and an IP in %s", r.Spec.NodeName, r.Status.PodIP, name, podnet.NodeCIDRs)
 	}
 	if ps := processesMentioning(marker); len(ps) != 1 {
 		t.Errorf("processes of r's marker container: %v, want one", ps)
 	}
 
-	// kubectl exec and logs through the API server; from inside r: the
-	// process-node pod by IP, the Service by name, and the API server at
-	// the kubernetes Service with the service account's CA (redis-cli
-	// speaks RESP over the verified TLS session and gets HTTP back).
+	// kubectl exec and logs through the API server and the kubelet.
 	kubectl := kubectlFor(t, p)
-	for _, check := range []struct {
-		pod  string
-		cmd  string
-		want string
-	}{
-		{"r", "redis-cli -h " + a.Status.PodIP + " ping", "PONG"},
-		{"r", "redis-cli -h client.default.svc.cluster.local ping", "PONG"},
-		{"r", `echo "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"`, "10.96.0.1:443"},
-		{"r", `redis-cli --tls --cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt -h "$KUBERNETES_SERVICE_HOST" -p "$KUBERNETES_SERVICE_PORT" ping 2>&1 || true`, `got "H"`},
-		{"a", "redis-cli -h " + r.Status.PodIP + " ping", "PONG"},
+	for cmd, want := range map[string]string{
+		"redis-cli ping": "PONG",
+		`echo "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"`: "10.96.0.1:443",
 	} {
-		// Polled: kube-proxy programs a new Service's endpoints in its own
-		// time, as on any cluster.
-		poll(ctx, t, fmt.Sprintf("kubectl exec %s -- %s to print %q", check.pod, check.cmd, check.want), func() (bool, string) {
-			out, err := kubectl(ctx, "exec", check.pod, "-c", "redis", "--", "sh", "-c", check.cmd)
-			return err == nil && strings.Contains(out, check.want), fmt.Sprintf("%q, %v", out, err)
-		})
+		if out, err := kubectl(ctx, "exec", "r", "-c", "redis", "--", "sh", "-c", cmd); err != nil || !strings.Contains(out, want) {
+			t.Errorf("kubectl exec r -- %s: %q, %v; want %q", cmd, out, err, want)
+		}
 	}
 	if out, err := kubectl(ctx, "logs", "r", "-c", "redis"); err != nil || !strings.Contains(out, "Ready to accept connections") {
 		t.Errorf("kubectl logs r: %q, %v; want redis-server's start-up lines", out, err)
@@ -227,7 +197,7 @@ func TestRealNodes(t *testing.T) {
 	}
 }
 
-// TestRealNodeSweep kills a plane (`localplane up`) with a real node with
+// TestRealNodeSweep kills a plane of one node (`localplane up`) with
 // SIGKILL: its pod's containers outlive it (their shims are not its
 // children); the next start in the same state directory kills them and
 // starts the pod anew; Stop then leaves nothing.
@@ -237,7 +207,7 @@ func TestRealNodeSweep(t *testing.T) {
 		t.Fatalf("building cmd/localplane: %v: %s", err, out)
 	}
 	dir := t.TempDir()
-	up := exec.Command(bin, "up", "--state-dir", dir, "--bin-dir", binDir(t), "--nodes", "1", "--real-nodes", "1")
+	up := exec.Command(bin, "up", "--state-dir", dir, "--bin-dir", binDir(t), "--nodes", "1")
 	up.Stdout, up.Stderr = os.Stderr, os.Stderr
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -273,7 +243,7 @@ func TestRealNodeSweep(t *testing.T) {
 		t.Fatalf("r's marker container after the plane was killed: %v, want it still running (its shim outlives the plane)", ps)
 	}
 
-	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), Nodes: 1, PodNetwork: true, RealNodes: 1})
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), Nodes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,9 +266,8 @@ func TestRealNodeSweep(t *testing.T) {
 	}
 }
 
-// realPod is a Redis pod for the real nodes: it tolerates their taint and
-// selects them, and is Ready once redis-cli gets PONG. With a marker, a
-// second container sleeps for marker seconds, so that its process can be
+// realPod is a Redis pod, Ready once redis-cli gets PONG. With a marker,
+// a second container sleeps for marker seconds, so that its process can be
 // found by its command line.
 func realPod(name, marker string) *corev1.Pod {
 	grace := int64(2)
@@ -306,10 +275,6 @@ func realPod(name, marker string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "real", "role": name}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
-			NodeSelector:                  map[string]string{realnode.RuntimeLabel: realnode.Runtime},
-			Tolerations: []corev1.Toleration{{
-				Key: realnode.RuntimeLabel, Operator: corev1.TolerationOpEqual, Value: realnode.Runtime, Effect: corev1.TaintEffectNoSchedule,
-			}},
 			Containers: []corev1.Container{{
 				Name: "redis", Image: "redis:7.0",
 				Args: []string{"--protected-mode", "no", "--save", "", "--appendonly", "no"},
@@ -374,42 +339,21 @@ func mountsUnder(dir string) []string {
 	return out
 }
 
-// TestRealNodesOnly runs a plane of one real node and no process node
-// (Nodes 0) in the state directory of a plane that had a process node
-// beside it: the process node's Node is gone and the real node no longer
-// tainted, so a pod that does not opt in runs there, with a claim the
-// plane's provisioner binds; losing and restoring the node brings the pod
-// back.
-func TestRealNodesOnly(t *testing.T) {
+// TestRestart starts a plane of two nodes, runs a Redis pod with a claim
+// on the first and writes a key, stops the plane and starts one of a
+// single node in the same state directory: the second node's Node is
+// deleted, the pod runs again on the first with the key still in its
+// claim's directory.
+func TestRestart(t *testing.T) {
 	dir := t.TempDir()
-	first, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), Nodes: 1, PodNetwork: true, RealNodes: 1})
+	first, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), Nodes: 2})
 	if err != nil {
-		t.Fatalf("starting the local plane with a real node (needs root, `make tools` and `make images`): %v", err)
+		t.Fatalf("starting the local plane (needs root, `make tools` and `make images`): %v", err)
 	}
-	first.Stop()
-	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), PodNetwork: true, RealNodes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	t.Cleanup(first.Stop)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	c, name := p.Client, "localplane-c1"
-	if len(p.Nodes) != 0 || p.NodeName != "" || len(p.RealNodes) != 1 || p.RealNodes[0] != name {
-		t.Fatalf("process nodes %v (first %q), real nodes %v; want none and [%s]", p.Nodes, p.NodeName, p.RealNodes, name)
-	}
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(nodes.Items) != 1 || nodes.Items[0].Name != name || hasTaint(&nodes.Items[0], realnode.RuntimeLabel) {
-		for _, n := range nodes.Items {
-			t.Errorf("node %s, taints %v", n.Name, n.Spec.Taints)
-		}
-		t.Fatalf("want only %s, untainted", name)
-	}
-
-	if _, err := c.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
+	if _, err := first.Client.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
@@ -417,27 +361,46 @@ func TestRealNodesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := realPod("r", "")
-	pod.Spec.NodeSelector, pod.Spec.Tolerations = nil, nil
+	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: first.Nodes[0]}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	pod.Spec.Containers[0].Args = []string{"--protected-mode", "no", "--appendonly", "yes", "--appendfsync", "always"}
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := first.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := waitPod(ctx, t, c, "r", "Ready on the real node", isReady)
-	if r.Spec.NodeName != name {
-		t.Fatalf("pod r on node %q, want %s", r.Spec.NodeName, name)
+	r := waitPod(ctx, t, first.Client, "r", "Ready", isReady)
+	rdb := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(r.Status.PodIP, "6379")})
+	err = rdb.Set(ctx, "kept", "across planes", 0).Err()
+	rdb.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
+	first.Stop()
 
-	lost := time.Now().Truncate(time.Second)
-	if err := p.LoseNode(name); err != nil {
+	restarted := time.Now().Truncate(time.Second)
+	p, err := localplane.Start(t.Context(), localplane.Options{StateDir: dir, BinDir: binDir(t), Nodes: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.RestoreNode(name); err != nil {
+	t.Cleanup(p.Stop)
+	nodes, err := p.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitPod(ctx, t, c, "r", "running again and Ready", func(p *corev1.Pod) bool {
-		s := containerStatus(p, "redis")
-		return isReady(p) && s != nil && s.State.Running != nil && !s.State.Running.StartedAt.Time.Before(lost)
+	if len(nodes.Items) != 1 || nodes.Items[0].Name != "localplane-1" || !slices.Equal(p.Nodes, []string{"localplane-1"}) {
+		for _, n := range nodes.Items {
+			t.Errorf("node %s", n.Name)
+		}
+		t.Fatalf("plane nodes %v; want only localplane-1", p.Nodes)
+	}
+	r = waitPod(ctx, t, p.Client, "r", "running again and Ready", func(pod *corev1.Pod) bool {
+		s := containerStatus(pod, "redis")
+		return isReady(pod) && s != nil && s.State.Running != nil && !s.State.Running.StartedAt.Time.Before(restarted)
 	})
+	again := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(r.Status.PodIP, "6379")})
+	defer again.Close()
+	if got, err := again.Get(ctx, "kept").Result(); err != nil || got != "across planes" {
+		t.Errorf("GET kept after the restart = %q, %v; want %q", got, err, "across planes")
+	}
 }

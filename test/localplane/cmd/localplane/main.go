@@ -2,18 +2,18 @@
 // shell.
 //
 //	localplane up   --state-dir DIR [--bin-dir DIR] [--node-name NAME] [--nodes N]
-//	                [--real-nodes N [--registry HOST:PORT]]
-//	    Start the plane (N process nodes, default 3, in zones zone-a, -b,
-//	    -c; and N real nodes NAME-c1, ..., which pull images through the
-//	    registry, by default the one of `make images`; --nodes 0 with real
-//	    nodes: real nodes only, untainted) and run until SIGINT or SIGTERM,
-//	    then stop every process it started. Writes DIR/kubeconfig, DIR/localplane.pid, and
-//	    DIR/ready once the plane is usable, and takes node commands on
+//	                [--registry HOST:PORT]
+//	    Start the plane (N real nodes, default 3, named NAME-1 ... NAME-N,
+//	    default localplane-1 ..., in zones zone-a, -b, -c in turn, pulling
+//	    images through the registry, by default the one `make images`
+//	    fills) and run until SIGINT or SIGTERM, then stop every process it
+//	    started. Writes DIR/kubeconfig, DIR/localplane.pid, and DIR/ready
+//	    once the plane is usable, and takes node commands on
 //	    DIR/control.sock.
 //	localplane node lose|restore --state-dir DIR NODE
 //	    Make a node of the running plane fail as a machine that lost power
-//	    (its pods' processes killed, its lease no longer renewed), or boot
-//	    it again (see Plane.LoseNode, Plane.RestoreNode).
+//	    (its kubelet, containerd and containers killed, its lease no longer
+//	    renewed), or boot it again (see Plane.LoseNode, Plane.RestoreNode).
 //	localplane wait --state-dir DIR [--timeout 3m]
 //	    Wait until the plane started by `up` in DIR is ready.
 //	localplane down --state-dir DIR [--timeout 1m]
@@ -35,7 +35,6 @@ import (
 
 	"github.com/redis-operator/redis-operator/test/localplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
-	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
@@ -75,16 +74,16 @@ func readyFile(stateDir string) string { return filepath.Join(stateDir, "ready")
 func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	stateDir := fs.String("state-dir", "", "directory for the plane's state (required)")
-	binDir := fs.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
-	nodeName := fs.String("node-name", localplane.DefaultNodeName, "name of the process node, or prefix of the nodes' names")
-	nodes := fs.Int("nodes", localplane.DefaultNodes, "number of process nodes (0 with --real-nodes: none; without, the default)")
-	podNetwork := fs.Bool("pod-network", os.Getenv(localplane.PodNetworkEnv) != "0",
-		"a network namespace per pod, kube-proxy and cluster DNS (default on; off with $"+localplane.PodNetworkEnv+"=0)")
-	realNodes := fs.Int("real-nodes", 0, "number of real nodes (the kubelet with containerd; tainted "+realnode.RuntimeLabel+"="+realnode.Runtime+":NoSchedule beside process nodes)")
-	registry := fs.String("registry", "", "host:port of the OCI registry (plain HTTP) real nodes pull images through (default: run the one `make images` fills)")
+	binDir := fs.String("bin-dir", "bin", "directory with the binaries of `make tools` (etcd, kube-apiserver, kubelet, ...)")
+	nodeName := fs.String("node-name", localplane.DefaultNodeName, "prefix of the nodes' names (NAME-1, NAME-2, ...)")
+	nodes := fs.Int("nodes", localplane.DefaultNodes, "number of nodes (the real kubelet, each with a containerd of its own)")
+	registry := fs.String("registry", "", "host:port of the OCI registry (plain HTTP) the nodes pull images through (default: run the one `make images` fills)")
 	_ = fs.Parse(args)
 	if *stateDir == "" {
 		return errors.New("--state-dir is required")
+	}
+	if *nodes < 1 {
+		return fmt.Errorf("--nodes %d: a plane needs at least one node", *nodes)
 	}
 	if err := os.MkdirAll(*stateDir, 0o755); err != nil {
 		return err
@@ -101,7 +100,7 @@ func up(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	p, err := localplane.Start(ctx, localplane.Options{StateDir: *stateDir, BinDir: *binDir, NodeName: *nodeName,
-		Nodes: *nodes, PodNetwork: *podNetwork, RealNodes: *realNodes, Registry: *registry})
+		Nodes: *nodes, Registry: *registry})
 	if err != nil {
 		return err
 	}
@@ -114,7 +113,7 @@ func up(args []string) error {
 	}
 	defer os.Remove(readyFile(*stateDir))
 	fmt.Printf("Local plane is up (nodes %s, logs in %s).\n  export KUBECONFIG=%s\nStop it with Ctrl-C or `localplane down --state-dir %s`.\n",
-		strings.Join(append(p.Nodes, p.RealNodes...), ", "), controlplane.LogDir(p.StateDir), p.Kubeconfig, p.StateDir)
+		strings.Join(p.Nodes, ", "), controlplane.LogDir(p.StateDir), p.Kubeconfig, p.StateDir)
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -193,12 +192,10 @@ func down(args []string) error {
 	if err := realnode.SweepAll(*stateDir); err != nil {
 		return err
 	}
-	for _, dir := range []string{node.PodsDir(*stateDir), controlplane.RunDir(*stateDir)} {
-		if killed, err := proctree.Sweep(dir); err != nil {
-			return err
-		} else if len(killed) > 0 {
-			fmt.Fprintf(os.Stderr, "localplane: killed leftover processes: %s\n", strings.Join(killed, ", "))
-		}
+	if killed, err := proctree.Sweep(controlplane.RunDir(*stateDir)); err != nil {
+		return err
+	} else if len(killed) > 0 {
+		fmt.Fprintf(os.Stderr, "localplane: killed leftover processes: %s\n", strings.Join(killed, ", "))
 	}
 	if err := podnet.Sweep(*stateDir); err != nil {
 		return err

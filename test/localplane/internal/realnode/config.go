@@ -75,10 +75,7 @@ func writeConfig(cfg Config, br podnet.Bridge, p ports) (configFiles, error) {
 	if err := os.WriteFile(kubeletConfig, b, 0o644); err != nil {
 		return f, err
 	}
-	labels := []string{
-		RuntimeLabel + "=" + Runtime,
-		"node.kubernetes.io/local-plane=true",
-	}
+	labels := []string{"node.kubernetes.io/local-plane=true"}
 	if cfg.Zone != "" {
 		labels = append(labels, corev1.LabelTopologyZone+"="+cfg.Zone)
 	}
@@ -224,10 +221,6 @@ func cniConfig(name string, br podnet.Bridge, ipamDir string) ([]byte, error) {
 // kubeletConfiguration is the node's KubeletConfiguration (written as
 // YAML; only fields the kubelet v1.34 knows).
 func kubeletConfiguration(cfg Config, dir string, br podnet.Bridge, p ports, resolv, socket string) ([]byte, error) {
-	taints := []corev1.Taint{}
-	if cfg.Tainted {
-		taints = append(taints, RuntimeTaint)
-	}
 	return yaml.Marshal(map[string]any{
 		"apiVersion": "kubelet.config.k8s.io/v1beta1",
 		"kind":       "KubeletConfiguration",
@@ -274,7 +267,6 @@ func kubeletConfiguration(cfg Config, dir string, br podnet.Bridge, p ports, res
 		},
 		"serializeImagePulls":       false,
 		"nodeStatusUpdateFrequency": "10s",
-		"registerWithTaints":        taints,
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -19,15 +18,14 @@ import (
 // TestWriteConfig writes a node's configuration and checks what the
 // kubelet and containerd rely on: the KubeletConfiguration decodes strictly
 // (every field name known) with the node's own cgroup root, runtime socket,
-// ports, DNS and taint; the kubelet's flags; containerd's own sockets,
+// ports and DNS, and no taint; the kubelet's flags; containerd's own sockets,
 // state and CNI directory; the CNI network on the node's bridge; and every
 // registry sent to the plane's.
 func TestWriteConfig(t *testing.T) {
 	state := t.TempDir()
 	cfg := Config{
-		Name: "localplane-c1", Zone: "zone-a", StateDir: state, BinDir: "/bin", APIServer: "https://127.0.0.1:6443",
+		Name: "localplane-1", Zone: "zone-a", StateDir: state, BinDir: "/bin", APIServer: "https://127.0.0.1:6443",
 		PKI: pki.Files{Dir: filepath.Join(state, "pki")}, Network: &podnet.Network{Gateway: "10.244.0.9"}, Registry: "127.0.0.1:5000",
-		Tainted: true,
 	}
 	br := podnet.Bridge{Name: "lpc3", Subnet: "10.244.195.0/24", Gateway: "10.244.195.1"}
 	f, err := writeConfig(cfg, br, ports{kubelet: 10250, healthz: 10248})
@@ -52,20 +50,11 @@ func TestWriteConfig(t *testing.T) {
 		kc.Authentication.X509.ClientCAFile != cfg.PKI.CACert() {
 		t.Errorf("kubelet configuration: %s", b)
 	}
-	if len(kc.RegisterWithTaints) != 1 || kc.RegisterWithTaints[0] != (corev1.Taint{Key: RuntimeLabel, Value: Runtime, Effect: corev1.TaintEffectNoSchedule}) {
-		t.Errorf("taints %v", kc.RegisterWithTaints)
+	if len(kc.RegisterWithTaints) != 0 {
+		t.Errorf("taints %v, want none: every pod may run on every node", kc.RegisterWithTaints)
 	}
-	// Without process nodes, nothing to keep apart from: no taint.
-	cfg.Tainted = false
-	if b, err = kubeletConfiguration(cfg, dir, br, ports{kubelet: 10250, healthz: 10248}, "", f.containerdSocket); err != nil {
-		t.Fatal(err)
-	}
-	var untainted kubeletv1beta1.KubeletConfiguration
-	if err := yaml.UnmarshalStrict(b, &untainted); err != nil || len(untainted.RegisterWithTaints) != 0 {
-		t.Errorf("an untainted node's taints %v (%v)", untainted.RegisterWithTaints, err)
-	}
-	for _, want := range []string{"--hostname-override=localplane-c1", "--node-ip=10.244.195.1", "--root-dir=" + filepath.Join(dir, "kubelet"),
-		"--node-labels=localplane.io/runtime=containerd,node.kubernetes.io/local-plane=true,topology.kubernetes.io/zone=zone-a"} {
+	for _, want := range []string{"--hostname-override=localplane-1", "--node-ip=10.244.195.1", "--root-dir=" + filepath.Join(dir, "kubelet"),
+		"--node-labels=node.kubernetes.io/local-plane=true,topology.kubernetes.io/zone=zone-a"} {
 		if !slices.Contains(f.kubeletArgs, want) {
 			t.Errorf("kubelet flags %v lack %s", f.kubeletArgs, want)
 		}

@@ -45,35 +45,18 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/redis-operator/redis-operator/test/localplane/internal/pki"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
 const (
-	// RuntimeLabel is the label every real node carries, with value
-	// Runtime, and the key of the NoSchedule taint it registers with when
-	// Config.Tainted: only pods that tolerate it (key RuntimeLabel, value
-	// Runtime, or operator Exists) are scheduled there.
-	RuntimeLabel = "localplane.io/runtime"
-	// Runtime is RuntimeLabel's value.
-	Runtime = "containerd"
 	// SandboxImage is the pod sandbox image containerd runs for every pod,
 	// pulled like any other image.
 	SandboxImage = "registry.k8s.io/pause:3.10"
 	// ClusterDomain is the DNS domain the kubelet gives pods.
 	ClusterDomain = "cluster.local"
 )
-
-// RuntimeTaint is the taint of a real node beside process nodes.
-var RuntimeTaint = corev1.Taint{Key: RuntimeLabel, Value: Runtime, Effect: corev1.TaintEffectNoSchedule}
-
-// IsRuntimeTaint reports whether t is RuntimeTaint.
-func IsRuntimeTaint(t corev1.Taint) bool {
-	return t.Key == RuntimeTaint.Key && t.Value == RuntimeTaint.Value && t.Effect == RuntimeTaint.Effect
-}
 
 // MirroredRegistries are the registries whose images every real node pulls
 // from Config.Registry instead, under the same repository path (docker.io's
@@ -105,10 +88,7 @@ type Config struct {
 	// Registry is the host:port of the OCI registry, served over plain
 	// HTTP, that MirroredRegistries are pulled from. Required.
 	Registry string
-	// Tainted registers the Node with RuntimeTaint, so that only pods
-	// that opt in run there (the plane has process nodes too).
-	Tainted bool
-	Log     *slog.Logger
+	Log      *slog.Logger
 }
 
 // Node is a running real node.
