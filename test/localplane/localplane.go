@@ -40,9 +40,9 @@ import (
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/images"
-	"github.com/redis-operator/redis-operator/test/localplane/internal/node"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/podnet"
 	"github.com/redis-operator/redis-operator/test/localplane/internal/realnode"
+	"github.com/redis-operator/redis-operator/test/localplane/internal/services"
 )
 
 // DefaultNodeName prefixes the nodes' names: DefaultNodeName-1, -2, ...
@@ -103,9 +103,9 @@ type Plane struct {
 
 	cp       *controlplane.ControlPlane
 	network  *podnet.Network
-	services *node.Services
+	services *services.Running
 	registry *images.Registry // the one the plane runs for its nodes, or nil
-	logFile  *os.File
+	logFile  *os.File         // logs/localplane.log: the plane's, its services' and client-go's messages
 
 	ctx    context.Context // Start's, which bounds the nodes' lives
 	mu     sync.Mutex
@@ -149,7 +149,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if err := os.MkdirAll(controlplane.LogDir(stateDir), 0o700); err != nil {
 		return nil, fmt.Errorf("localplane: %w", err)
 	}
-	logFile, err := os.OpenFile(filepath.Join(controlplane.LogDir(stateDir), "node.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(filepath.Join(controlplane.LogDir(stateDir), "localplane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("localplane: %w", err)
 	}
@@ -187,17 +187,17 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if p.Client, err = kubernetes.NewForConfig(p.RESTConfig); err != nil {
 		return nil, err
 	}
-	nodeConfig, err := clientcmd.BuildConfigFromFlags("", p.cp.NodeKubeconfig)
+	servicesConfig, err := clientcmd.BuildConfigFromFlags("", p.cp.NodeKubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	nodeConfig.QPS, nodeConfig.Burst = 50, 100
-	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
+	servicesConfig.QPS, servicesConfig.Burst = 50, 100
+	servicesClient, err := kubernetes.NewForConfig(servicesConfig)
 	if err != nil {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(logFile, nil))
-	p.services, err = node.StartServices(ctx, node.ServicesConfig{StateDir: stateDir, Client: nodeClient,
+	p.services, err = services.Start(ctx, services.Config{StateDir: stateDir, Client: servicesClient,
 		APIPort: p.cp.Ports.APIServer, Network: p.network, Log: log})
 	if err != nil {
 		return nil, err
@@ -359,8 +359,8 @@ func (p *Plane) Stop() {
 	}
 }
 
-// redirectKlog sends client-go's klog output to the node log instead of
-// stderr.
+// redirectKlog sends client-go's klog output to the plane's log instead
+// of stderr.
 func redirectKlog(w *os.File) {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)

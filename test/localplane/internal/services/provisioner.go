@@ -1,4 +1,4 @@
-package node
+package services
 
 import (
 	"context"
@@ -38,11 +38,11 @@ const (
 // directory and the PersistentVolume are deleted; under Retain both stay.
 // The directory outlives the pods that use the claim, so data persists as
 // on a real volume.
-func runProvisioner(ctx context.Context, n *Services) {
-	if err := ensureStorageClass(ctx, n); err != nil {
-		n.log.Error("Creating the default StorageClass failed", "err", err)
+func runProvisioner(ctx context.Context, s *Running) {
+	if err := ensureStorageClass(ctx, s); err != nil {
+		s.log.Error("Creating the default StorageClass failed", "err", err)
 	}
-	factory := informers.NewSharedInformerFactory(n.client, 10*time.Minute)
+	factory := informers.NewSharedInformerFactory(s.client, 10*time.Minute)
 	pvcs := factory.Core().V1().PersistentVolumeClaims().Informer()
 	pvs := factory.Core().V1().PersistentVolumes().Informer()
 	classes := factory.Storage().V1().StorageClasses().Lister()
@@ -75,15 +75,15 @@ func runProvisioner(ctx context.Context, n *Services) {
 		var err error
 		if k, ok := strings.CutPrefix(key, "pvc:"); ok {
 			if obj, exists, _ := pvcs.GetIndexer().GetByKey(k); exists {
-				err = n.provision(ctx, obj.(*corev1.PersistentVolumeClaim), classes.Get)
+				err = s.provision(ctx, obj.(*corev1.PersistentVolumeClaim), classes.Get)
 			}
 		} else if k, ok := strings.CutPrefix(key, "pv:"); ok {
 			if obj, exists, _ := pvs.GetIndexer().GetByKey(k); exists {
-				err = n.reclaim(ctx, obj.(*corev1.PersistentVolume))
+				err = s.reclaim(ctx, obj.(*corev1.PersistentVolume))
 			}
 		}
 		if err != nil {
-			n.log.Warn("Provisioning failed", "key", key, "err", err)
+			s.log.Warn("Provisioning failed", "key", key, "err", err)
 			q.AddRateLimited(key)
 		} else {
 			q.Forget(key)
@@ -92,10 +92,10 @@ func runProvisioner(ctx context.Context, n *Services) {
 	}
 }
 
-func ensureStorageClass(ctx context.Context, n *Services) error {
+func ensureStorageClass(ctx context.Context, s *Running) error {
 	bindImmediate := storagev1.VolumeBindingImmediate
 	reclaim := corev1.PersistentVolumeReclaimDelete
-	_, err := n.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+	_, err := s.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass, Annotations: map[string]string{defaultClass: "true"}},
 		Provisioner:       Provisioner,
 		ReclaimPolicy:     &reclaim,
@@ -107,7 +107,7 @@ func ensureStorageClass(ctx context.Context, n *Services) error {
 	return err
 }
 
-func (n *Services) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim, class func(string) (*storagev1.StorageClass, error)) error {
+func (s *Running) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim, class func(string) (*storagev1.StorageClass, error)) error {
 	if pvc.DeletionTimestamp != nil || pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending {
 		return nil
 	}
@@ -127,14 +127,14 @@ func (n *Services) provision(ctx context.Context, pvc *corev1.PersistentVolumeCl
 		}
 	}
 	name := "pvc-" + string(pvc.UID)
-	if _, err := n.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+	if _, err := s.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); err == nil {
 		return nil
 	}
 	size, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	if !ok {
 		size = resource.MustParse("1Gi")
 	}
-	dir := filepath.Join(VolumesDir(n.stateDir), pvc.Namespace, pvc.Name+"-"+string(pvc.UID))
+	dir := filepath.Join(VolumesDir(s.stateDir), pvc.Namespace, pvc.Name+"-"+string(pvc.UID))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -158,27 +158,27 @@ func (n *Services) provision(ctx context.Context, pvc *corev1.PersistentVolumeCl
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}},
 		},
 	}
-	if _, err := n.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := s.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating volume for claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
-	n.log.Info("Provisioned volume", "claim", pvc.Namespace+"/"+pvc.Name, "volume", name, "path", dir)
+	s.log.Info("Provisioned volume", "claim", pvc.Namespace+"/"+pvc.Name, "volume", name, "path", dir)
 	return nil
 }
 
-func (n *Services) reclaim(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (s *Running) reclaim(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if pv.Annotations[provisionedBy] != Provisioner || pv.Status.Phase != corev1.VolumeReleased ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.DeletionTimestamp != nil {
 		return nil
 	}
-	if hp := pv.Spec.HostPath; hp != nil && strings.HasPrefix(hp.Path, VolumesDir(n.stateDir)+string(filepath.Separator)) {
+	if hp := pv.Spec.HostPath; hp != nil && strings.HasPrefix(hp.Path, VolumesDir(s.stateDir)+string(filepath.Separator)) {
 		if err := os.RemoveAll(hp.Path); err != nil {
 			return err
 		}
 	}
-	err := n.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
+	err := s.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	n.log.Info("Deleted released volume", "volume", pv.Name)
+	s.log.Info("Deleted released volume", "volume", pv.Name)
 	return nil
 }
