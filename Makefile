@@ -28,7 +28,7 @@ tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-
 	@bash hack/build-tools.sh
 
 .PHONY: images
-images: ## Build the real nodes' images (pause, redis 7.0, redis 8.0, valkey 8.1 from Debian packages; the operator from this checkout) into the per-user registry cache (root; no-op when up to date).
+images: ## Build the real nodes' images (pause, redis 7.0, redis 8.0, valkey 8.1, redis_exporter from Debian packages; the operator from this checkout; Argo CD from bin/argocd on Debian) into the per-user registry cache (root; no-op when up to date).
 	@bash hack/images.sh
 
 .PHONY: generate

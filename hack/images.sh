@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # images.sh [NAME...]: builds the images of the local plane's real nodes
-# (pause, redis-7.0, redis-8.0, valkey-8.1 and redis-operator;
-# test/localplane/internal/images)
+# (pause, redis-7.0, redis-8.0, valkey-8.1, redis-operator, argocd and
+# redis-exporter; test/localplane/internal/images)
 # into the registry storage of the per-user images cache
 #   ${REDIS_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/redis-operator}/images
 # with no registry outside this machine: Debian rootfs trees made by
@@ -11,7 +11,11 @@
 # The operator's image is this checkout's static binary (bin/images/
 # redis-operator) on the Dockerfile's distroless layout, named as the dev
 # overlay's Deployment names it: a source change rebuilds it in seconds.
-# Needs root.
+# Argo CD's image (bookworm with git, GnuPG, ssh and tini, plus bin/argocd
+# and bin/kustomize) is named as the core install of hack/tools/argocd's
+# Argo CD module names it (quay.io/argoproj/argocd:v3.2.6); redis_exporter's
+# is oliver006/redis_exporter:v1.45.0, Debian bookworm's
+# prometheus-redis-exporter. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/bin
@@ -19,7 +23,11 @@ if ! command -v debootstrap >/dev/null 2>&1; then
   echo "images: installing debootstrap"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
-bash hack/build-tools.sh registry
+# Argo CD's image needs bin/argocd and bin/kustomize: built (or found up to
+# date) when all images or argocd are asked for.
+argocd=$(( $# == 0 ))
+for n in "$@"; do [ "$n" != argocd ] || argocd=1; done
+if ((argocd)); then bash hack/build-tools.sh registry argocd kustomize; else bash hack/build-tools.sh registry; fi
 export GOWORK=off
 CGO_ENABLED=0 go -C test/localplane build -trimpath -o "$bin/pause" ./cmd/pause
 go -C test/localplane build -o "$bin/localplane-images" ./cmd/localplane-images
@@ -28,5 +36,12 @@ CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$bin/images/redis-operator
 operator_image=$("$bin/images/redis-operator" manifests --overlay dev |
   awk '/^kind: Deployment$/ { d = 1 } d && $1 == "image:" { print $2; exit }')
 [ -n "$operator_image" ] || { echo "images: no image in the dev overlay's Deployment" >&2; exit 1; }
+argocd_flags=()
+if ((argocd)); then
+  argocd_module=$(go -C hack/tools/argocd list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  argocd_image=$(awk '$1 == "image:" && $2 ~ /\/argoproj\/argocd:/ { print $2; exit }' "$argocd_module/manifests/core-install.yaml")
+  [ -n "$argocd_image" ] || { echo "images: no Argo CD image in $argocd_module/manifests/core-install.yaml" >&2; exit 1; }
+  argocd_flags=(--argocd "$bin/argocd" --kustomize "$bin/kustomize" --argocd-image "$argocd_image")
+fi
 exec "$bin/localplane-images" --bin-dir "$bin" --pause "$bin/pause" \
-  --operator "$bin/images/redis-operator" --operator-image "$operator_image" "$@"
+  --operator "$bin/images/redis-operator" --operator-image "$operator_image" "${argocd_flags[@]}" "$@"

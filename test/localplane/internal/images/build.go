@@ -113,7 +113,9 @@ func buildOne(ctx context.Context, o Options, addr string, img Image) error {
 		if err != nil {
 			return err
 		}
-		tags = append(tags, versionTags(version)...)
+		if version != "" {
+			tags = append(tags, versionTags(img.Debian, version)...)
+		}
 	} else if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return err
 	}

@@ -15,9 +15,23 @@
 // machine's apt sources name) with the server's packages, laid out as the
 // official images are: user and group 999 for the server, /data its working
 // directory, a docker-entrypoint.sh that prepends the server to option
-// arguments and drops root. Images are kept in the registry's storage in the
-// per-user cache (Dir) and rebuilt only when their definition changes (a
-// stamp per image); see Build.
+// arguments and drops root.
+//
+// The other images the e2e suite's pods run are made the same way, named as
+// their users' manifests name them: Argo CD's (quay.io/argoproj/argocd, the
+// tag its install manifests name) is a Debian bookworm rootfs with git,
+// GnuPG, the OpenSSH client and tini, carrying bin/argocd and bin/kustomize
+// on the layout of Argo CD's Dockerfile; redis_exporter's
+// (oliver006/redis_exporter, tagged v<version> with the upstream version of
+// Debian's prometheus-redis-exporter) is a bookworm minbase rootfs with that
+// package and /redis_exporter linked to its binary. ExtraOperatorImage makes
+// operator images outside the catalog (an earlier release, for the upgrade
+// scenario), each with a stamp of its own.
+//
+// Images are kept in the registry's storage in the per-user cache (Dir) and
+// rebuilt only when their definition changes (a stamp per image); see
+// Build. A read-only registry serving that storage (the plane's) serves
+// what Build pushes while it runs.
 package images
 
 import (
@@ -69,8 +83,26 @@ type Debian struct {
 	// VersionFrom names the package whose upstream version tags the image.
 	VersionFrom string
 	// ServerUser is the account the server's package creates ("redis",
-	// "valkey"): it is given uid and gid 999, as the official images have.
+	// "valkey"): it is given uid and gid 999, as the official images have,
+	// and /data is made for it. Empty for images that are not servers.
 	ServerUser string
+	// TagPrefix goes before VersionFrom's version in the image's tags
+	// ("v": v1.45.0, as the upstream project tags its images).
+	TagPrefix string `json:",omitempty"`
+	// FullVersionOnly tags the image with the full version alone, without
+	// major.minor, for upstreams that publish no such tag.
+	FullVersionOnly bool `json:",omitempty"`
+	// Accounts are made after the packages are installed (the image's
+	// own user, which no package creates).
+	Accounts []Account `json:",omitempty"`
+}
+
+// Account is a system user and its group of the same name and id, with a
+// home directory that is not created (Dirs makes it with its owner).
+type Account struct {
+	Name string
+	ID   int
+	Home string
 }
 
 // File is a file of an image.
@@ -142,6 +174,15 @@ type Sources struct {
 	// ("ghcr.io/redis-operator/redis-operator:v0.1.0").
 	Operator      string
 	OperatorImage string
+	// ArgoCD is bin/argocd (hack/tools/argocd: Argo CD's components in one
+	// static binary, chosen by the name it runs under), Kustomize
+	// bin/kustomize (what the repo-server runs), and ArgoCDImage the
+	// reference Argo CD's install manifests name
+	// ("quay.io/argoproj/argocd:v3.2.6"). Without ArgoCDImage the catalog
+	// has no Argo CD image (a build of other images needs no bin/argocd).
+	ArgoCD      string
+	Kustomize   string
+	ArgoCDImage string
 }
 
 // Catalog is every image `make images` builds.
@@ -150,7 +191,7 @@ func Catalog(src Sources) ([]Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Image{
+	catalog := []Image{
 		{
 			Name:       "pause",
 			Repository: "pause",
@@ -165,7 +206,16 @@ func Catalog(src Sources) ([]Image, error) {
 		serverImage("redis-8.0", "library/redis", "trixie", "redis-server", "redis", "redis-server", "redis-tools"),
 		valkey,
 		operator,
-	}, nil
+		redisExporter,
+	}
+	if src.ArgoCDImage == "" {
+		return catalog, nil
+	}
+	argocd, err := argocdImage(src.ArgoCDImage, src.ArgoCD, src.Kustomize)
+	if err != nil {
+		return nil, err
+	}
+	return append(catalog, argocd), nil
 }
 
 // nonrootUID is the uid and gid of the nonroot user of
@@ -184,6 +234,23 @@ const caBundle = "/etc/ssl/certs/ca-certificates.crt"
 // content, so a source change rebuilds it: one copy and one layer, no
 // debootstrap. ref names its registry path and tag.
 func operatorImage(ref, binary string) (Image, error) {
+	return operatorImageNamed("redis-operator", ref, binary)
+}
+
+// ExtraOperatorImage is an operator image outside the catalog: binary (a
+// static build of the operator, an earlier release's say) on the same
+// layout, pushed as ref. Its catalog name, and so its stamp, is
+// redis-operator-<tag>: building it leaves the catalog's operator image
+// alone.
+func ExtraOperatorImage(ref, binary string) (Image, error) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return Image{}, fmt.Errorf("images: the operator image %q: %w", ref, err)
+	}
+	return operatorImageNamed("redis-operator-"+tag.TagStr(), ref, binary)
+}
+
+func operatorImageNamed(imageName, ref, binary string) (Image, error) {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return Image{}, fmt.Errorf("images: the operator image %q: %w", ref, err)
@@ -192,7 +259,7 @@ func operatorImage(ref, binary string) (Image, error) {
 		return Image{}, errors.New("images: no operator binary given")
 	}
 	return Image{
-		Name:       "redis-operator",
+		Name:       imageName,
 		Repository: tag.RepositoryStr(),
 		Tags:       []string{tag.TagStr()},
 		Files: []File{
@@ -227,6 +294,95 @@ var valkey = func() Image {
 	}
 	return img
 }()
+
+// argocdUID is the uid and gid of the argocd user of Argo CD's image.
+const argocdUID = 999
+
+// argocdComponents are the names bin/argocd runs under (hack/tools/argocd
+// dispatches on its argv[0]), links to /usr/local/bin/argocd as in Argo CD's
+// image.
+var argocdComponents = []string{"argocd-application-controller", "argocd-repo-server", "argocd-applicationset-controller"}
+
+// argocdImage is Argo CD's image (ref, "quay.io/argoproj/argocd:v3.2.6") as
+// its Dockerfile lays it out, on Debian bookworm instead of Ubuntu: git,
+// GnuPG, the OpenSSH client and tini from Debian's packages (git-lfs,
+// helm and Argo CD's gpg and git wrapper scripts are not carried: the e2e
+// suite turns GnuPG off); bin/argocd at /usr/local/bin/argocd with the
+// components' names linked to it, bin/kustomize beside it; user argocd
+// (999, home /home/argocd, group root may write it), /app/config's mount
+// points, /etc/ssh/ssh_known_hosts a link to the ConfigMap's copy; run by
+// tini as 999 in /home/argocd. Argo CD's manifests give each container's
+// program as args (/usr/local/bin/argocd-repo-server) or command
+// (argocd admin redis-initial-password, /bin/cp -n /usr/local/bin/argocd
+// ...), so the image runs them as shipped.
+func argocdImage(ref, argocd, kustomize string) (Image, error) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return Image{}, fmt.Errorf("images: the Argo CD image %q: %w", ref, err)
+	}
+	if argocd == "" || kustomize == "" {
+		return Image{}, errors.New("images: Argo CD's image needs bin/argocd and bin/kustomize (make tools)")
+	}
+	links := map[string]string{"/etc/ssh/ssh_known_hosts": "/app/config/ssh/ssh_known_hosts"}
+	for _, c := range argocdComponents {
+		links["/usr/local/bin/"+c] = "/usr/local/bin/argocd"
+	}
+	return Image{
+		Name:       "argocd",
+		Repository: tag.RepositoryStr(),
+		Tags:       []string{tag.TagStr()},
+		Debian: &Debian{
+			Suite:    "bookworm",
+			Packages: []string{"git", "gnupg", "openssh-client", "tini", "ca-certificates", "tzdata"},
+			Accounts: []Account{{Name: "argocd", ID: argocdUID, Home: "/home/argocd"}},
+		},
+		Files: []File{
+			{Path: "/usr/local/bin/argocd", Mode: 0o755, Source: argocd},
+			{Path: "/usr/local/bin/kustomize", Mode: 0o755, Source: kustomize},
+			{Path: "/app/config/ssh/ssh_known_hosts", Mode: 0o644},
+		},
+		Symlinks: links,
+		Dirs: []Directory{
+			{Path: "/home/argocd", Mode: 0o775, UID: argocdUID, GID: 0},
+			{Path: "/app/config/tls", Mode: 0o755},
+			{Path: "/app/config/gpg/source", Mode: 0o755},
+			{Path: "/app/config/gpg/keys", Mode: 0o700, UID: argocdUID, GID: 0},
+		},
+		Entrypoint: []string{"/usr/bin/tini", "--"},
+		User:       fmt.Sprint(argocdUID),
+		WorkingDir: "/home/argocd",
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"ARGOCD_USER_ID=999", "USER=argocd", "HOME=/home/argocd"},
+	}, nil
+}
+
+// exporterUID is the uid and gid the official redis_exporter image runs as.
+const exporterUID = 59000
+
+// redisExporter is redis_exporter's image, oliver006/redis_exporter, tagged
+// as oliver006 tags it (v<version>, no major.minor tag) with the upstream
+// version of Debian bookworm's prometheus-redis-exporter (1.45.0, older
+// than the operator's default v1.67.0: bookworm has no newer). The
+// official image is the static binary at /redis_exporter on scratch, run
+// as 59000:59000; Debian's binary is dynamically linked, so this one is a
+// minbase rootfs with the package and /redis_exporter a link to its
+// binary.
+var redisExporter = Image{
+	Name:       "redis-exporter",
+	Repository: "oliver006/redis_exporter",
+	Debian: &Debian{
+		Suite:           "bookworm",
+		Packages:        []string{"prometheus-redis-exporter"},
+		VersionFrom:     "prometheus-redis-exporter",
+		TagPrefix:       "v",
+		FullVersionOnly: true,
+	},
+	Symlinks:   map[string]string{"/redis_exporter": "/usr/bin/prometheus-redis-exporter"},
+	Entrypoint: []string{"/redis_exporter"},
+	User:       fmt.Sprintf("%d:%d", exporterUID, exporterUID),
+	Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	Ports:      []string{"9121/tcp"},
+}
 
 // builderVersion changes whenever the way images are made changes, so that
 // every image is rebuilt.

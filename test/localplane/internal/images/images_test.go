@@ -33,8 +33,11 @@ func TestUpstreamVersion(t *testing.T) {
 	if _, err := upstreamVersion("1-2"); err == nil {
 		t.Error("upstreamVersion(1-2): no error")
 	}
-	if got := versionTags("7.0.15"); !slices.Equal(got, []string{"7.0.15", "7.0"}) {
+	if got := versionTags(&Debian{}, "7.0.15"); !slices.Equal(got, []string{"7.0.15", "7.0"}) {
 		t.Errorf("versionTags(7.0.15) = %v", got)
+	}
+	if got := versionTags(&Debian{TagPrefix: "v", FullVersionOnly: true}, "1.45.0"); !slices.Equal(got, []string{"v1.45.0"}) {
+		t.Errorf("versionTags(1.45.0), prefix v, full version only = %v", got)
 	}
 }
 
@@ -98,8 +101,11 @@ func TestWriteLayerIsReproducible(t *testing.T) {
 // TestBuildPushesToTheRegistry builds the pause and operator images (no
 // debootstrap) through a real registry (bin/registry, `make tools`), twice:
 // the second run finds them up to date; a new operator binary rebuilds only
-// the operator's. The images pulled back have their tags, configs and the
-// operator's distroless layout.
+// the operator's, and an extra operator image (ExtraOperatorImage) is built
+// under its own stamp, leaving the catalog's alone. The images, pulled back
+// from a read-only registry that serves the storage since before the first
+// build (as the plane's does while the e2e suite pushes an image), have
+// their tags, configs and the operator's distroless layout.
 func TestBuildPushesToTheRegistry(t *testing.T) {
 	binDir, err := filepath.Abs("../../../../bin")
 	if err != nil {
@@ -107,8 +113,10 @@ func TestBuildPushesToTheRegistry(t *testing.T) {
 	}
 	dir := t.TempDir()
 	src := Sources{Pause: filepath.Join(dir, "pause-binary"), Operator: filepath.Join(dir, "operator-binary"),
-		OperatorImage: "ghcr.io/redis-operator/redis-operator:v0.1.0"}
-	for _, f := range []string{src.Pause, src.Operator} {
+		OperatorImage: "ghcr.io/redis-operator/redis-operator:v0.1.0",
+		ArgoCD:        filepath.Join(dir, "argocd-binary"), Kustomize: filepath.Join(dir, "kustomize-binary"),
+		ArgoCDImage: "quay.io/argoproj/argocd:v3.2.6"}
+	for _, f := range []string{src.Pause, src.Operator, src.ArgoCD, src.Kustomize} {
 		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -129,6 +137,11 @@ func TestBuildPushesToTheRegistry(t *testing.T) {
 			lines = append(lines, strings.Join(strings.Fields(fmt.Sprintf(format, args...))[1:3], " "))
 		}}
 	ctx := context.Background()
+	reg, err := StartRegistry(ctx, binDir, filepath.Join(o.Dir, "registry"), filepath.Join(dir, "registry.log"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Stop()
 	build := func(want ...string) {
 		t.Helper()
 		lines = nil
@@ -146,12 +159,20 @@ func TestBuildPushesToTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	build("pause is", "building redis-operator", "built redis-operator:")
-
-	reg, err := StartRegistry(ctx, binDir, filepath.Join(o.Dir, "registry"), filepath.Join(dir, "registry.log"), false)
+	previous := filepath.Join(dir, "previous-operator")
+	if err := os.WriteFile(previous, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra, err := ExtraOperatorImage("ghcr.io/redis-operator/redis-operator:beab2f5", previous)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Stop()
+	catalogImages := o.Images
+	o.Images = []Image{extra}
+	build("building redis-operator-beab2f5", "built redis-operator-beab2f5:")
+	o.Images = catalogImages
+	build("pause is", "redis-operator is")
+
 	pull := func(path string) v1.Image {
 		t.Helper()
 		ref, err := name.ParseReference(reg.Addr+"/"+path, name.Insecure)
@@ -211,6 +232,9 @@ func TestBuildPushesToTheRegistry(t *testing.T) {
 			t.Errorf("operator layer: %s is %q, want %q", path, entries[path], want)
 		}
 	}
+	if digest(t, pull("redis-operator/redis-operator:beab2f5")) == digest(t, operator) {
+		t.Error("the extra operator image is the catalog's")
+	}
 	if !strings.Contains(entries["etc/passwd"], "nonroot:x:65532:65532:") || !strings.Contains(entries["etc/ssl/certs/ca-certificates.crt"], "BEGIN CERTIFICATE") {
 		t.Errorf("operator layer: /etc/passwd %q, CA bundle of %d bytes", entries["etc/passwd"], len(entries["etc/ssl/certs/ca-certificates.crt"]))
 	}
@@ -226,5 +250,48 @@ func TestOperatorImageName(t *testing.T) {
 	}
 	if _, err := operatorImage("ghcr.io/redis-operator/redis-operator@sha256:"+strings.Repeat("0", 64), "/bin/true"); err == nil {
 		t.Error("operatorImage of a digest reference: no error")
+	}
+}
+
+func digest(t *testing.T, img v1.Image) v1.Hash {
+	t.Helper()
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestCatalogImages checks the definitions of the images that need
+// debootstrap to build: Argo CD's and redis_exporter's names, tags, users
+// and entrypoints as their upstream images have them.
+func TestCatalogImages(t *testing.T) {
+	catalog, err := Catalog(Sources{Pause: "/bin/true", Operator: "/bin/true", OperatorImage: "ghcr.io/redis-operator/redis-operator:v0.1.0",
+		ArgoCD: "/bin/true", Kustomize: "/bin/true", ArgoCDImage: "quay.io/argoproj/argocd:v3.2.6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Image{}
+	for _, img := range catalog {
+		byName[img.Name] = img
+	}
+	a := byName["argocd"]
+	if a.Repository != "argoproj/argocd" || !slices.Equal(a.Tags, []string{"v3.2.6"}) || a.User != "999" ||
+		!slices.Equal(a.Entrypoint, []string{"/usr/bin/tini", "--"}) || a.Symlinks["/usr/local/bin/argocd-repo-server"] != "/usr/local/bin/argocd" ||
+		!slices.Contains(a.Env, "HOME=/home/argocd") || !slices.Contains(a.Debian.Packages, "tini") {
+		t.Errorf("argocd image: %+v", a)
+	}
+	e := byName["redis-exporter"]
+	if e.Repository != "oliver006/redis_exporter" || e.User != "59000:59000" || !slices.Equal(e.Entrypoint, []string{"/redis_exporter"}) ||
+		e.Debian.VersionFrom != "prometheus-redis-exporter" || !slices.Equal(versionTags(e.Debian, "1.45.0"), []string{"v1.45.0"}) {
+		t.Errorf("redis_exporter image: %+v", e)
+	}
+	withoutArgoCD, err := Catalog(Sources{Pause: "/bin/true", Operator: "/bin/true", OperatorImage: "ghcr.io/redis-operator/redis-operator:v0.1.0"})
+	if err != nil || len(withoutArgoCD) != len(catalog)-1 || slices.ContainsFunc(withoutArgoCD, func(img Image) bool { return img.Name == "argocd" }) {
+		t.Errorf("Catalog without Argo CD's image: %d images, %v", len(withoutArgoCD), err)
+	}
+	if _, err := Catalog(Sources{Pause: "/bin/true", Operator: "/bin/true", OperatorImage: "ghcr.io/redis-operator/redis-operator:v0.1.0",
+		ArgoCDImage: "quay.io/argoproj/argocd:v3.2.6"}); err == nil {
+		t.Error("Catalog with Argo CD's image but not its binaries: no error")
 	}
 }

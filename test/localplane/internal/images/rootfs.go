@@ -45,10 +45,10 @@ func debianMirror() (string, error) {
 
 // makeRootfs runs debootstrap --variant=minbase of d.Suite with d.Packages
 // into dir (which must not exist), then trims what an image does not need
-// (apt's lists and caches, documentation, logs), gives d.ServerUser uid and
-// gid serverUID with its files, and creates /data for it. It returns the
-// upstream version of d.VersionFrom ("7.0.15"). The debootstrap log is
-// written to log.
+// (apt's lists and caches, documentation, logs), gives d.ServerUser (if any)
+// uid and gid serverUID with its files, and creates /data for it, and makes
+// d.Accounts. It returns the upstream version of d.VersionFrom ("7.0.15"),
+// or "" without one. The debootstrap log is written to log.
 func makeRootfs(ctx context.Context, d *Debian, dir, log string) (string, error) {
 	mirror, err := debianMirror()
 	if err != nil {
@@ -71,22 +71,34 @@ func makeRootfs(ctx context.Context, d *Debian, dir, log string) (string, error)
 	if err := run("debootstrap", "--variant=minbase", "--include="+strings.Join(d.Packages, ","), d.Suite, dir, mirror); err != nil {
 		return "", err
 	}
-	user := d.ServerUser
-	uid := fmt.Sprint(serverUID)
-	// Renumber the server's account; its files follow (usermod moves only
-	// the home directory's).
-	script := fmt.Sprintf(`set -e
+	if user := d.ServerUser; user != "" {
+		uid := fmt.Sprint(serverUID)
+		// Renumber the server's account; its files follow (usermod moves
+		// only the home directory's).
+		script := fmt.Sprintf(`set -e
 old_uid=$(id -u %[1]s); old_gid=$(id -g %[1]s)
 groupmod -g %[2]s %[1]s
 usermod -u %[2]s -g %[2]s %[1]s
 find / -xdev \( -uid "$old_uid" -o -gid "$old_gid" \) -exec chown -h %[2]s:%[2]s '{}' +
 mkdir -p /data && chown %[2]s:%[2]s /data && chmod 0755 /data`, user, uid)
-	if err := run("chroot", dir, "sh", "-c", script); err != nil {
-		return "", err
+		if err := run("chroot", dir, "sh", "-c", script); err != nil {
+			return "", err
+		}
 	}
-	out, err := exec.CommandContext(ctx, "chroot", dir, "dpkg-query", "-W", "-f=${Version}", d.VersionFrom).Output()
-	if err != nil {
-		return "", fmt.Errorf("images: version of %s in %s: %w", d.VersionFrom, dir, err)
+	for _, a := range d.Accounts {
+		if err := run("chroot", dir, "groupadd", "--system", "--gid", fmt.Sprint(a.ID), a.Name); err != nil {
+			return "", err
+		}
+		if err := run("chroot", dir, "useradd", "--system", "--uid", fmt.Sprint(a.ID), "--gid", a.Name,
+			"--home-dir", a.Home, "--no-create-home", a.Name); err != nil {
+			return "", err
+		}
+	}
+	var version []byte
+	if d.VersionFrom != "" {
+		if version, err = exec.CommandContext(ctx, "chroot", dir, "dpkg-query", "-W", "-f=${Version}", d.VersionFrom).Output(); err != nil {
+			return "", fmt.Errorf("images: version of %s in %s: %w", d.VersionFrom, dir, err)
+		}
 	}
 	for _, trim := range []string{"var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info", "var/log", "debootstrap"} {
 		p := filepath.Join(dir, trim)
@@ -99,7 +111,10 @@ mkdir -p /data && chown %[2]s:%[2]s /data && chmod 0755 /data`, user, uid)
 			return "", err
 		}
 	}
-	return upstreamVersion(string(out))
+	if d.VersionFrom == "" {
+		return "", nil
+	}
+	return upstreamVersion(string(version))
 }
 
 // upstreamVersion is the upstream part of a Debian version: "5:7.0.15-1~deb12u6"
@@ -121,12 +136,13 @@ func upstreamVersion(debian string) (string, error) {
 	return v, nil
 }
 
-// versionTags are the tags a server image gets for an upstream version: the
-// version itself and its major.minor ("7.0.15" and "7.0").
-func versionTags(version string) []string {
+// versionTags are the tags an image gets for d.VersionFrom's upstream
+// version: the version itself and its major.minor ("7.0.15" and "7.0"), each
+// after d.TagPrefix; the version alone with d.FullVersionOnly.
+func versionTags(d *Debian, version string) []string {
 	parts := strings.Split(version, ".")
-	if len(parts) < 3 {
-		return []string{version}
+	if len(parts) < 3 || d.FullVersionOnly {
+		return []string{d.TagPrefix + version}
 	}
-	return []string{version, parts[0] + "." + parts[1]}
+	return []string{d.TagPrefix + version, d.TagPrefix + parts[0] + "." + parts[1]}
 }
