@@ -23,7 +23,10 @@ EXAMPLE_REPO=https://github.com/redis-operator/redis-operator.git
 
 # render_argocd prints Argo CD's core install from its module (as
 # hack/tools/argocd pins it) with our health check and the patches of
-# test/e2e/testdata/argocd (no GnuPG; resource health in the Application).
+# test/e2e/testdata/argocd (no GnuPG; resource health in the Application),
+# its Redis from our redis:8.0 image (make images) instead of
+# public.ecr.aws/docker/library/redis:8.2.2-alpine, which the plane's
+# registry does not have.
 render_argocd() {
   local module tmp
   module=$(GOWORK=off go -C "$ROOT/hack/tools/argocd" list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
@@ -40,6 +43,10 @@ components:
 patches:
 - path: repo-server-gpg.yaml
 - path: cmd-params.yaml
+images:
+- name: public.ecr.aws/docker/library/redis
+  newName: redis
+  newTag: "8.0"
 EOK
   "$BIN/kustomize" build --load-restrictor LoadRestrictionsNone "$tmp"
 }

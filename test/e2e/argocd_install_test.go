@@ -42,7 +42,10 @@ var argocdDeployments = []string{"argocd-redis", "argocd-repo-server", "argocd-a
 // found through `go list -m`), in namespace argocd, with our health check
 // (kustomize/components/argocd) and test/e2e/testdata/argocd's patch, by
 // bin/kustomize (the manifests are outside this repository, hence
-// LoadRestrictionsNone).
+// LoadRestrictionsNone). Its Redis runs our redis:8.0 image (`make images`:
+// Debian's Redis 8.0) instead of public.ecr.aws/docker/library/redis:8.2.2-alpine,
+// which the plane's registry does not have; the install's args (--save ""
+// --appendonly no --requirepass) and read-only root suit it.
 func renderArgoCD(t *testing.T) []byte {
 	t.Helper()
 	list := exec.Command("go", "-C", filepath.Join(env.root, "hack", "tools", "argocd"), "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-cd/v3")
@@ -71,6 +74,10 @@ components:
 patches:
 - path: %s
 - path: %s
+images:
+- name: public.ecr.aws/docker/library/redis
+  newName: redis
+  newTag: "8.0"
 `, argocdNS, rel(filepath.Join(module, "manifests", "core-install.yaml")),
 		rel(filepath.Join(env.root, "kustomize", "components", "argocd")),
 		rel(filepath.Join(patches, "repo-server-gpg.yaml")), rel(filepath.Join(patches, "cmd-params.yaml")))
