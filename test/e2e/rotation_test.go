@@ -67,6 +67,10 @@ func TestRotation(t *testing.T) {
 			RotationGracePeriod: &metav1.Duration{Duration: rotationGrace},
 		}
 		rc.Spec.Exporter.Enabled = true
+		// The default, oliver006/redis_exporter:v1.67.0, is not in the
+		// plane's registry: `make images` builds redis_exporter from
+		// Debian bookworm's package, 1.45.0, tagged as oliver006 tags it.
+		rc.Spec.Exporter.Image = "oliver006/redis_exporter:v1.45.0"
 	})
 	rc := c.waitReady(5 * time.Minute)
 	checkExportersUp(t, c, "before the rotations")
