@@ -126,10 +126,14 @@ func podTemplate(rc *cachev1beta1.RedisCluster, shard int, p Placement) corev1.P
 // startupProbeBudget is how long, in seconds, the Redis container may take
 // to listen before the kubelet restarts it: the handover's longest wait
 // (handoverMaxWaitMs) and a minute more. startupProbePeriod is the startup
-// probe's period in seconds.
+// probe's period in seconds: one, the least the kubelet takes, because the
+// readiness probe runs only once the startup probe has passed (the kubelet
+// runs it at once then), so a restarted or new pod waits half a period on
+// average after redis-server listens; the probe is a TCP connect from the
+// kubelet, with no process started in the container, and stops once passed.
 const (
 	startupProbeBudget = 360
-	startupProbePeriod = 2
+	startupProbePeriod = 1
 )
 
 func redisContainer(rc *cachev1beta1.RedisCluster) corev1.Container {
