@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,12 +33,12 @@ const upgradeFlag = "--resync-period=20s"
 // clusters alone. The release users run (previousRelease, built from Git
 // into bin/redis-operator-<commit> once and reused) is installed from the
 // manifests it renders for the dev overlay, its image tagged with the
-// commit so that the plane's node runs that build
-// (test/localplane/README.md, "Images"); a 3×1 cluster forms under it and
-// gets 5000 keys. Then the manifests of this build are applied over it,
-// image tag e2e-next and one changed default flag (upgradeFlag), while a
-// writer acknowledges with WAIT. Once the new operator pods have replaced
-// the old and reconciled for a minute:
+// commit: an image of that build pushed into the plane's registry
+// (pushOperatorImage); a 3×1 cluster forms under it and gets 5000 keys.
+// Then the manifests of this build are applied over it, image tag e2e-next
+// (this checkout's image, pushed the same way) and one changed default flag
+// (upgradeFlag), while a writer acknowledges with WAIT. Once the new
+// operator pods have replaced the old and reconciled for a minute:
 //   - no StatefulSet was recreated (same UIDs);
 //   - a shard whose pod template did not change (same update revision)
 //     has the same pods with the same restart counts; one whose template
@@ -51,11 +52,15 @@ func TestInstalledUpgrade(t *testing.T) {
 	tier(t, tierCI)
 	scenario(t, "install/upgrade-from-previous-release")
 	previous := buildPreviousRelease(t)
+	short := previousRelease[:7]
+	previousImage := "ghcr.io/redis-operator/redis-operator:" + short
+	const nextImage = "ghcr.io/redis-operator/redis-operator:e2e-next"
+	pushOperatorImage(t, previous, previousImage)
+	pushOperatorImage(t, buildStaticOperator(t, env.root, filepath.Join(env.binDir, "images", "redis-operator-e2e-next")), nextImage)
 	removeOperator(t)
 	t.Cleanup(func() { uninstall(t) })
-	short := previousRelease[:7]
 	installWith(t, previous, "dev", func(d *unstructured.Unstructured) {
-		setOperatorContainer(t, d, "ghcr.io/redis-operator/redis-operator:"+short, "")
+		setOperatorContainer(t, d, previousImage, "")
 	})
 
 	c := newCluster(t, "upgrade", nil)
@@ -85,7 +90,7 @@ func TestInstalledUpgrade(t *testing.T) {
 	w := startWriter(t, cl, "upgrade", writerOptions{Wait: true})
 	w.waitWrites(50, time.Minute)
 	installWith(t, filepath.Join(env.binDir, "redis-operator"), "dev", func(d *unstructured.Unstructured) {
-		setOperatorContainer(t, d, "ghcr.io/redis-operator/redis-operator:e2e-next", upgradeFlag)
+		setOperatorContainer(t, d, nextImage, upgradeFlag)
 	})
 	upgraded := time.Now()
 	// A minute of the new operator's passes: three resyncs at 20 s, and
@@ -144,13 +149,14 @@ func TestInstalledUpgrade(t *testing.T) {
 }
 
 // buildPreviousRelease returns bin/redis-operator-<commit>, building
-// previousRelease from the repository's Git history (git archive, then go
-// build) when it is missing. A clone without that commit (a shallow one)
-// fails the scenario with what to do.
+// previousRelease from the repository's Git history (git archive, then a
+// static go build, as its image needs) when it is missing or not static. A
+// clone without that commit (a shallow one) fails the scenario with what to
+// do.
 func buildPreviousRelease(t *testing.T) string {
 	t.Helper()
 	dst := filepath.Join(env.binDir, "redis-operator-"+previousRelease[:7])
-	if _, err := os.Stat(dst); err == nil {
+	if isStatic(dst) {
 		return dst
 	}
 	start := time.Now()
@@ -159,15 +165,65 @@ func buildPreviousRelease(t *testing.T) string {
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("extracting the previous release %s from Git (a shallow clone lacks it: git fetch --unshallow): %v\n%s", previousRelease, err, out)
 	}
+	buildStaticOperator(t, src, dst)
+	t.Logf("built the previous release %s in %.0fs", previousRelease[:7], time.Since(start).Seconds())
+	return dst
+}
+
+// buildStaticOperator builds cmd/redis-operator of the module in dir into
+// dst as hack/images.sh builds the operator's image's binary (CGO_ENABLED=0:
+// the image has no C library) and returns dst.
+func buildStaticOperator(t *testing.T, dir, dst string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tmp := dst + ".tmp"
-	if err := build(src, "build", "-buildvcs=false", "-o", tmp, "./cmd/redis-operator"); err != nil {
-		t.Fatalf("building the previous release: %v", err)
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-ldflags=-s -w", "-o", tmp, "./cmd/redis-operator")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s from %s: %v\n%s", dst, dir, err, out)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built the previous release %s in %.0fs", previousRelease[:7], time.Since(start).Seconds())
 	return dst
+}
+
+// isStatic reports whether path is an ELF executable with no program
+// interpreter (statically linked).
+func isStatic(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
+}
+
+// pushOperatorImage pushes binary, a static operator build, as the
+// operator image ref into the registry storage of `make images`, which the
+// plane's registry serves (it serves what is pushed while it runs): bin/
+// localplane-images --extra-operator, which stamps it under its own name
+// (redis-operator-<tag>), so the suite's operator image is left alone and
+// an unchanged binary is not pushed again.
+func pushOperatorImage(t *testing.T, binary, ref string) {
+	t.Helper()
+	tool := filepath.Join(env.binDir, "localplane-images")
+	if err := build(env.root, "-C", filepath.Join(env.root, "test", "localplane"), "build", "-o", tool, "./cmd/localplane-images"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(tool, "--bin-dir", env.binDir, "--extra-operator", ref+"="+binary).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pushing %s (%s): %v\n%s", ref, binary, err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
 }
 
 // setOperatorContainer sets the image of the Deployment's manager
