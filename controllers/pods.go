@@ -194,13 +194,24 @@ func podState(p *corev1.Pod) (state string, failing bool) {
 	}
 	for _, c := range p.Status.ContainerStatuses {
 		if w := c.State.Waiting; c.Name == resources.RedisContainerName && w != nil && w.Reason != "" {
-			return waitingState(c), failingReasons[w.Reason] || imageReasons[w.Reason]
+			return waitingState(c, specImage(p, c.Name)), failingReasons[w.Reason] || imageReasons[w.Reason]
 		}
 	}
 	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
 		return string(corev1.PodPending), false
 	}
 	return "not running", false
+}
+
+// specImage is the image p's spec names for its container name, "" when
+// it has none of that name.
+func specImage(p *corev1.Pod, name string) string {
+	for _, c := range p.Spec.Containers {
+		if c.Name == name {
+			return c.Image
+		}
+	}
+	return ""
 }
 
 // Waiting reasons of a container the kubelet cannot run (as opposed to
@@ -223,12 +234,15 @@ const imageState = "cannot pull image"
 // the same from one retry to the next (no back-off duration, no log
 // timestamp): "CrashLoopBackOff: exit code 1: Bad directive or wrong
 // number of arguments", "cannot pull image registry.invalid/redis:7",
-// "CreateContainerConfigError: secret \"x\" not found".
-func waitingState(c corev1.ContainerStatus) string {
+// "CreateContainerConfigError: secret \"x\" not found". image is the
+// image the pod's spec names for c, the one the kubelet pulls: c.Image
+// is the image of the container that ran last, which the kubelet keeps
+// reporting while it fails to pull a new one.
+func waitingState(c corev1.ContainerStatus, image string) string {
 	w := c.State.Waiting
 	switch {
 	case imageReasons[w.Reason]:
-		return imageState + " " + c.Image
+		return imageState + " " + image
 	case w.Reason == "CrashLoopBackOff":
 		t := c.LastTerminationState.Terminated
 		if t == nil {

@@ -104,7 +104,10 @@ func TestShardSpecMarksPodsThatDoNotRun(t *testing.T) {
 func TestPodStateSaysWhyItCannotRun(t *testing.T) {
 	waiting := func(reason, msg string, last *corev1.ContainerStateTerminated) corev1.Pod {
 		p := redisPod("c-shard-0-1", "10.0.0.2", &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}})
-		p.Status.ContainerStatuses[0].Image = "registry.invalid/redis:7"
+		// The kubelet reports the image that ran last while it fails to
+		// pull the one the spec names.
+		p.Status.ContainerStatuses[0].Image = "docker.io/library/redis:7.0"
+		p.Spec.Containers = []corev1.Container{{Name: resources.RedisContainerName, Image: "registry.invalid/redis:7"}}
 		p.Status.ContainerStatuses[0].LastTerminationState.Terminated = last
 		return p
 	}
