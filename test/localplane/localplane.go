@@ -35,7 +35,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/redis-operator/redis-operator/test/localplane/internal/controlplane"
@@ -174,12 +173,11 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 		return nil, err
 	}
 	p.DNS = net.JoinHostPort(p.network.Gateway, "53")
-	// Kubelets with identities of their own; pods that find the API server
-	// at the kubernetes Service's ClusterIP (kube-proxy, which serves the
-	// first node, sends it to the relay on the gateway).
+	// Pods find the API server at the kubernetes Service's ClusterIP:
+	// kube-proxy (which serves the first node) sends it to the gateway,
+	// where the services' relay forwards it to 127.0.0.1.
 	p.cp, err = controlplane.Start(ctx, controlplane.Options{StateDir: stateDir, BinDir: binDir, StartTimeout: o.StartTimeout,
-		Nodes: 1, ServiceCIDR: podnet.ServiceCIDR, KubeProxy: podnet.PodCIDR, NodeName: p.Nodes[0],
-		ServingIPs: []net.IP{net.ParseIP(p.network.Gateway)}, NodeAuthorization: true, AdvertiseAddress: p.network.Gateway})
+		ServiceCIDR: podnet.ServiceCIDR, ClusterCIDR: podnet.PodCIDR, ProxyNode: p.Nodes[0], AdvertiseAddress: p.network.Gateway})
 	if err != nil {
 		return nil, err
 	}
@@ -187,10 +185,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if p.Client, err = kubernetes.NewForConfig(p.RESTConfig); err != nil {
 		return nil, err
 	}
-	servicesConfig, err := clientcmd.BuildConfigFromFlags("", p.cp.NodeKubeconfig)
-	if err != nil {
-		return nil, err
-	}
+	servicesConfig := rest.CopyConfig(p.RESTConfig)
 	servicesConfig.QPS, servicesConfig.Burst = 50, 100
 	servicesClient, err := kubernetes.NewForConfig(servicesConfig)
 	if err != nil {

@@ -1,6 +1,7 @@
-// Package controlplane runs etcd, kube-apiserver, kube-controller-manager
-// and kube-scheduler as local processes on 127.0.0.1 with generated
-// certificates, and writes an admin kubeconfig.
+// Package controlplane runs etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kube-proxy as local processes (all but kube-proxy
+// listening on 127.0.0.1 only) with generated certificates, and writes an
+// admin kubeconfig.
 //
 // Layout under the state directory:
 //
@@ -35,12 +36,6 @@ import (
 	"github.com/redis-operator/redis-operator/test/localplane/internal/proctree"
 )
 
-// ServiceCIDR is the Service cluster-IP range when Options.ServiceCIDR is
-// empty (pods without network namespaces). It is on loopback so that a
-// client that dials a ClusterIP by mistake never sends traffic off the
-// machine; nothing routes these addresses (there is no kube-proxy).
-const ServiceCIDR = "127.96.0.0/16"
-
 // Controllers run by kube-controller-manager (names as in its --controllers
 // flag, Kubernetes 1.34).
 var Controllers = []string{
@@ -70,48 +65,35 @@ var Controllers = []string{
 // NodeMonitorGracePeriod is how long a node's lease and status may go
 // without renewal before the node lifecycle controller marks it NotReady
 // (condition Ready=Unknown) and taints it node.kubernetes.io/unreachable.
-// The process nodes renew their leases every 10 s (virtual-kubelet's
-// 40 s lease, renewed at a quarter of it), so three renewals may be missed
-// on a busy machine; the kubelet's default is 40 s.
+// The kubelets renew their leases every 10 s (a quarter of the 40 s
+// lease) and post their status as often, so three renewals may be missed
+// on a busy machine; the controller manager's default is 40 s.
 const NodeMonitorGracePeriod = 30 * time.Second
 
 // Options configure Start.
 type Options struct {
 	// StateDir holds everything the plane writes; created if missing.
 	StateDir string
-	// BinDir holds the etcd, kube-apiserver, kube-controller-manager and
-	// kube-scheduler binaries.
+	// BinDir holds the etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler and kube-proxy binaries.
 	BinDir string
 	// StartTimeout bounds the wait for each component to become ready.
 	StartTimeout time.Duration
-	// ServiceCIDR is the Services' ClusterIP range; the package's
-	// ServiceCIDR when empty. Its first address is in the API server's
-	// certificate.
+	// ServiceCIDR is the Services' ClusterIP range (an IPv4 CIDR); its
+	// first address is in the API server's certificate. Required.
 	ServiceCIDR string
-	// ServingIPs are more addresses for the API server's certificate (made
-	// once per state directory), such as the gateway pods reach it through.
-	ServingIPs []net.IP
-	// KubeProxy, when set, runs bin/kube-proxy in iptables mode with this
-	// cluster (pod) CIDR, so that ClusterIPs route to ready endpoints.
-	KubeProxy string
-	// NodeName is the node kube-proxy serves (with KubeProxy).
-	NodeName string
-	// Nodes is how many process nodes need a kubelet port (Ports.Kubelets);
-	// at least 1.
-	Nodes int
-	// NodeAuthorization turns on the Node authorizer (before RBAC) and the
-	// NodeRestriction admission plugin, which limit what a real kubelet
-	// (user system:node:<name>, group system:nodes) may read and write to
-	// its own Node and pods. The process nodes' identity is in
-	// system:masters, which neither touches.
-	NodeAuthorization bool
-	// AdvertiseAddress, when set, is the IP the API server publishes as
-	// the endpoint of the default/kubernetes Service (with its secure
-	// port; the lease endpoint reconciler keeps it), so that the Service's
-	// ClusterIP routes through kube-proxy. The API server still listens on
+	// ClusterCIDR is the pods' range, for kube-proxy (iptables mode), which
+	// routes ClusterIPs to ready endpoints. Required.
+	ClusterCIDR string
+	// ProxyNode is the node kube-proxy serves. Required.
+	ProxyNode string
+	// AdvertiseAddress is the IP the API server publishes as the endpoint
+	// of the default/kubernetes Service (with its secure port; the lease
+	// endpoint reconciler keeps it), so that the Service's ClusterIP
+	// routes through kube-proxy. The API server still listens on
 	// 127.0.0.1 only: something must relay that address to it (the
-	// process nodes' Services do, on the pod network's gateway). Without
-	// it the Service has no endpoints.
+	// plane's services do, on the pod network's gateway). It is in the API
+	// server's certificate (made once per state directory). Required.
 	AdvertiseAddress string
 }
 
@@ -120,29 +102,18 @@ type Ports struct {
 	EtcdClient int `json:"etcdClient"`
 	EtcdPeer   int `json:"etcdPeer"`
 	APIServer  int `json:"apiServer"`
-	// Kubelet is the port of the first process node's kubelet API (logs,
-	// exec).
-	Kubelet int `json:"kubelet"`
-	// Kubelets are the kubelet ports of the other nodes, in order.
-	Kubelets []int `json:"kubelets,omitempty"`
 }
 
-// KubeletPort is the kubelet port of node i (0-based).
-func (p Ports) KubeletPort(i int) int {
-	if i == 0 {
-		return p.Kubelet
-	}
-	return p.Kubelets[i-1]
-}
-
-// ControlPlane is a running etcd, API server and controller manager.
+// ControlPlane is a running control plane.
 type ControlPlane struct {
-	Ports      Ports
-	PKI        pki.Files
+	Ports Ports
+	// PKI holds the plane's CA, which the nodes' certificates are made
+	// from.
+	PKI pki.Files
+	// Kubeconfig is the admin (system:masters) kubeconfig's path, and
+	// RESTConfig its client configuration.
 	Kubeconfig string
-	// NodeKubeconfig is the kubeconfig the process node uses.
-	NodeKubeconfig string
-	RESTConfig     *rest.Config
+	RESTConfig *rest.Config
 
 	stateDir string
 	procs    []*proctree.Process
@@ -176,21 +147,20 @@ rules:
 // LogDir is where the plane's components write their output.
 func LogDir(stateDir string) string { return filepath.Join(stateDir, "logs") }
 
-// Start brings up etcd, kube-apiserver and kube-controller-manager and waits
-// until the API server is ready. Leftover processes of an earlier run that
-// crashed are killed first. On error everything started is stopped again.
+// Start brings up etcd and kube-apiserver, waits until the API server is
+// ready, then starts kube-controller-manager, kube-scheduler and
+// kube-proxy. Leftover processes of an earlier run that crashed are killed
+// first. Errors name a missing option or binary, or the component that
+// failed to start (its log is logs/<component>.log); on error everything
+// started is stopped again.
 func Start(ctx context.Context, o Options) (*ControlPlane, error) {
-	if o.StateDir == "" || o.BinDir == "" {
-		return nil, errors.New("controlplane: StateDir and BinDir are required")
+	if o.StateDir == "" || o.BinDir == "" || o.ServiceCIDR == "" || o.ClusterCIDR == "" || o.ProxyNode == "" || o.AdvertiseAddress == "" {
+		return nil, errors.New("controlplane: StateDir, BinDir, ServiceCIDR, ClusterCIDR, ProxyNode and AdvertiseAddress are required")
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
 	}
-	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-	if o.KubeProxy != "" {
-		bins = append(bins, "kube-proxy")
-	}
-	for _, bin := range bins {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("controlplane: %s not found in %s (build it with `make tools`): %w", bin, o.BinDir, err)
 		}
@@ -203,12 +173,9 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
-	ports, err := ensurePorts(filepath.Join(o.StateDir, "ports.json"), max(o.Nodes, 1))
+	ports, err := ensurePorts(filepath.Join(o.StateDir, "ports.json"))
 	if err != nil {
 		return nil, err
-	}
-	if o.ServiceCIDR == "" {
-		o.ServiceCIDR = ServiceCIDR
 	}
 	_, svcNet, err := net.ParseCIDR(o.ServiceCIDR)
 	if err != nil {
@@ -217,18 +184,15 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	firstSvc := append(net.IP(nil), svcNet.IP.To4()...)
 	firstSvc[3]++
 	files, err := pki.Ensure(filepath.Join(o.StateDir, "pki"),
-		append([]net.IP{net.ParseIP("127.0.0.1"), firstSvc}, o.ServingIPs...),
+		[]net.IP{net.ParseIP("127.0.0.1"), firstSvc, net.ParseIP(o.AdvertiseAddress)},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	cp := &ControlPlane{Ports: ports, PKI: files, stateDir: o.StateDir,
-		Kubeconfig:     filepath.Join(o.StateDir, "kubeconfig"),
-		NodeKubeconfig: filepath.Join(o.StateDir, "pki", "node.kubeconfig"),
-	}
+	cp := &ControlPlane{Ports: ports, PKI: files, stateDir: o.StateDir, Kubeconfig: filepath.Join(o.StateDir, "kubeconfig")}
 	server := fmt.Sprintf("https://127.0.0.1:%d", ports.APIServer)
 	cmKubeconfig := filepath.Join(o.StateDir, "pki", "controller-manager.kubeconfig")
-	for path, id := range map[string]string{cp.Kubeconfig: pki.Admin, cmKubeconfig: pki.ControllerManager, cp.NodeKubeconfig: pki.Node} {
+	for path, id := range map[string]string{cp.Kubeconfig: pki.Admin, cmKubeconfig: pki.ControllerManager} {
 		if err := writeKubeconfig(path, server, files, id); err != nil {
 			return nil, fmt.Errorf("controlplane: writing kubeconfig: %w", err)
 		}
@@ -271,18 +235,15 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o644); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	advertise, reconciler := "127.0.0.1", "none"
-	if o.AdvertiseAddress != "" {
-		advertise, reconciler = o.AdvertiseAddress, "lease"
-	}
-	authorization := []string{"--authorization-mode=RBAC"}
-	if o.NodeAuthorization {
-		authorization = []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"}
-	}
-	api, err := cp.start("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"), append(authorization,
+	// The Node authorizer (before RBAC) and the NodeRestriction admission
+	// plugin limit what a kubelet (user system:node:<name>, group
+	// system:nodes) may read and write to its own Node and pods.
+	api, err := cp.start("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
-		"--advertise-address="+advertise,
+		"--advertise-address="+o.AdvertiseAddress,
 		"--secure-port="+strconv.Itoa(ports.APIServer),
 		"--tls-cert-file="+files.ServingCert(),
 		"--tls-private-key-file="+files.ServingKey(),
@@ -291,7 +252,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--service-account-key-file="+files.ServiceAccountPub(),
 		"--service-account-signing-key-file="+files.ServiceAccountKey(),
 		"--service-cluster-ip-range="+o.ServiceCIDR,
-		"--endpoint-reconciler-type="+reconciler,
+		"--endpoint-reconciler-type=lease",
 		"--allow-privileged=true",
 		"--kubelet-client-certificate="+files.ClientCert(pki.KubeletClient),
 		"--kubelet-client-key="+files.ClientKey(pki.KubeletClient),
@@ -300,15 +261,14 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		"--cert-dir="+filepath.Join(o.StateDir, "pki"),
 		"--profiling=false",
 		// Webhooks and aggregated APIs are called on their Service's
-		// endpoints (pod IP and port), as no kube-proxy routes ClusterIPs
-		// for the API server: a webhook's service clientConfig works as
-		// shipped.
+		// endpoints (pod IP and port) rather than its ClusterIP, so a call
+		// does not wait for kube-proxy to have synced the Service.
 		"--enable-aggregator-routing=true",
 		"--audit-policy-file="+auditPolicy,
 		"--audit-log-path="+filepath.Join(LogDir(o.StateDir), AuditLog),
 		"--audit-log-format=json",
 		"--audit-log-maxsize=100",
-	)...)
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +296,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	}
 	// The real scheduler: affinity, anti-affinity, topology spread, taints
 	// and tolerations, volume binding, preemption, with its default
-	// profile. Its client is in system:masters like every identity here.
+	// profile. Its client is the controller manager's, in system:masters.
 	// A pod found unschedulable is tried again after 20 s at the latest
 	// instead of 5 min: a pod scheduled just before the scheduler saw its
 	// new claim ("pod has unbound immediate PersistentVolumeClaims. not
@@ -350,17 +310,16 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	); err != nil {
 		return nil, err
 	}
-	if o.KubeProxy != "" {
-		if err := cp.startKubeProxy(o.BinDir, cmKubeconfig, o.KubeProxy, o.NodeName); err != nil {
-			return nil, err
-		}
+	if err := cp.startKubeProxy(o.BinDir, cmKubeconfig, o.ClusterCIDR, o.ProxyNode); err != nil {
+		return nil, err
 	}
 	ok = true
 	return cp, nil
 }
 
-// Stop stops the controller manager, the API server and etcd, in that order.
-// It is idempotent.
+// Stop stops kube-proxy, the scheduler, the controller manager, the API
+// server and etcd, in that order, then removes kube-proxy's rules. It is
+// idempotent.
 func (cp *ControlPlane) Stop() {
 	for i := len(cp.procs) - 1; i >= 0; i-- {
 		cp.procs[i].Stop(10 * time.Second)
@@ -454,10 +413,10 @@ func writeKubeconfig(path, server string, files pki.Files, id string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// ensurePorts reads the ports of an earlier run from path and keeps those
-// still free; the rest are picked anew, with kubelet ports for nodes
-// nodes. The result is written back.
-func ensurePorts(path string, nodes int) (Ports, error) {
+// ensurePorts reads the ports of an earlier run from path (JSON, Ports)
+// and keeps those still free on 127.0.0.1; the rest are picked anew. The
+// result is written back.
+func ensurePorts(path string) (Ports, error) {
 	var p Ports
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &p); err != nil {
@@ -465,14 +424,7 @@ func ensurePorts(path string, nodes int) (Ports, error) {
 		}
 	}
 	taken := map[int]bool{}
-	for len(p.Kubelets) < nodes-1 {
-		p.Kubelets = append(p.Kubelets, 0)
-	}
-	all := []*int{&p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.Kubelet}
-	for i := range p.Kubelets {
-		all = append(all, &p.Kubelets[i])
-	}
-	for _, port := range all {
+	for _, port := range []*int{&p.EtcdClient, &p.EtcdPeer, &p.APIServer} {
 		if *port == 0 || taken[*port] || !portFree(*port) {
 			free, err := freePort(taken)
 			if err != nil {

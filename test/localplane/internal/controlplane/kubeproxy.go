@@ -19,10 +19,7 @@ import (
 // ports. Stop removes its chains (kube-proxy --cleanup); after a crash the
 // next kube-proxy's first sync replaces them all.
 func (cp *ControlPlane) startKubeProxy(binDir, kubeconfig, clusterCIDR, nodeName string) error {
-	taken := map[int]bool{cp.Ports.EtcdClient: true, cp.Ports.EtcdPeer: true, cp.Ports.APIServer: true, cp.Ports.Kubelet: true}
-	for _, port := range cp.Ports.Kubelets {
-		taken[port] = true
-	}
+	taken := map[int]bool{cp.Ports.EtcdClient: true, cp.Ports.EtcdPeer: true, cp.Ports.APIServer: true}
 	healthz, err := freePort(taken)
 	if err != nil {
 		return err

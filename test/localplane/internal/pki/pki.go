@@ -31,7 +31,6 @@ const validity = 10 * 365 * 24 * time.Hour
 const (
 	Admin             = "admin"
 	ControllerManager = "controller-manager"
-	Node              = "node"
 	KubeletClient     = "kubelet-client"
 )
 
@@ -84,7 +83,7 @@ func Ensure(dir string, servingIPs []net.IP, servingNames []string) (Files, erro
 	}); err != nil {
 		return f, err
 	}
-	for _, id := range []string{Admin, ControllerManager, Node, KubeletClient} {
+	for _, id := range []string{Admin, ControllerManager, KubeletClient} {
 		if err := ensureLeaf(f.ClientCert(id), f.ClientKey(id), ca, caKey, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: "localplane:" + id, Organization: []string{"system:masters"}},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
