@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# e2e.sh LOG [GO TEST FLAGS...]: builds bin/localplane and bin/redis-operator,
-# runs the e2e suite (test/e2e) with the given flags on the tier E2E_TIER
+# e2e.sh LOG [GO TEST FLAGS...]: builds bin/localplane, bin/redis-operator and
+# the operator's image (hack/images.sh redis-operator: the plane's real nodes
+# run the operator from it), runs the e2e suite (test/e2e) with the given flags on the tier E2E_TIER
 # names (ci, the default: what make test runs; all: every scenario), keeps
 # the whole output in LOG and prints as it goes only each scenario's start
 # and end lines (`e2e: <scenario> start`, `e2e: <scenario> <s>s ok|FAIL|skip`)
@@ -28,6 +29,11 @@ build() {
 }
 build localplane -C test/localplane build -o "$bin/localplane" ./cmd/localplane
 build redis-operator build -o "$bin/redis-operator" ./cmd/redis-operator
+if ! bash hack/heartbeat.sh "building the operator's image" bash hack/images.sh redis-operator; then
+  echo "e2e: building the operator's image failed; no scenario ran"
+  echo "e2e: 0 passed, 1 failed, 0 skipped (tier $E2E_TIER)"
+  exit 1
+fi
 E2E_REUSE_BIN=1 go test -tags e2e -v "$@" ./test/e2e/ 2>&1 | tee "$log" |
   grep --line-buffered -E '^\s*(e2e:|--- |ok|FAIL|PASS|panic)|_test\.go:[0-9]+:' |
   grep --line-buffered -vE "$summary_re"

@@ -446,10 +446,10 @@ func (o *appObserver) column(f func(appSample) string) []string {
 
 // printArgoCDLogs prints the last n lines of each Argo CD pod's logs.
 func printArgoCDLogs(t *testing.T, n int) {
-	files, _ := filepath.Glob(filepath.Join(env.stateDir, "pods", argocdNS+"_*", "logs", "*", "*.log"))
+	files, _ := filepath.Glob(env.podLogGlob(argocdNS))
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
-			t.Logf("--- last %d lines of %s\n%s", n, p, tail(b, n))
+			t.Logf("--- last %d lines of %s\n%s", n, p, tail(criLines(b), n))
 		}
 	}
 }

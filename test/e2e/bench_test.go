@@ -21,25 +21,16 @@ import (
 //
 //	go test -tags e2e -run '^$' -bench ApplyToReady -benchtime 3x -timeout 30m ./test/e2e/
 func BenchmarkApplyToReady(b *testing.B) {
-	for _, size := range []struct {
-		shards, replicas int32
-		real             bool // on the plane's real nodes (the kubelet with containerd)
-	}{{3, 1, false}, {5, 1, false}, {10, 2, false}, {3, 1, true}} {
-		label, suffix := fmt.Sprintf("%dx%d", size.shards, size.replicas), ""
-		if size.real {
-			suffix = "-real"
-		}
-		b.Run(label+suffix, func(b *testing.B) {
+	for _, size := range []struct{ shards, replicas int32 }{{3, 1}, {5, 1}, {10, 2}} {
+		label := fmt.Sprintf("%dx%d", size.shards, size.replicas)
+		b.Run(label, func(b *testing.B) {
 			var runs []readyStages
 			var podReady []time.Duration
 			for b.Loop() {
-				name := fmt.Sprintf("bench-%dx%d%s-%d", size.shards, size.replicas, suffix, len(runs))
+				name := fmt.Sprintf("bench-%dx%d-%d", size.shards, size.replicas, len(runs))
 				start := time.Now()
 				c := newCluster(b, name, func(rc *cachev1beta1.RedisCluster) {
 					rc.Spec.Shards, rc.Spec.ReplicasPerShard = size.shards, size.replicas
-					if size.real {
-						onRealNodes(rc)
-					}
 				})
 				stages, pods := sampleToReady(c, start, int(size.shards), int(size.replicas), 10*time.Minute)
 				runs, podReady = append(runs, stages), append(podReady, pods...)
@@ -57,9 +48,9 @@ func BenchmarkApplyToReady(b *testing.B) {
 			}
 			slices.Sort(podReady)
 			podMed := podReady[len(podReady)/2]
-			fmt.Printf("bench: apply→Ready %dx%d%s median %.1fs (runs %s); medians from apply: %s; a pod bound→Ready median %.1fs of %d\n",
-				size.shards, size.replicas, suffix, med[len(med)-1].Seconds(), strings.Join(totals, " "), med, podMed.Seconds(), len(podReady))
-			appendRows(b, applyToReadyRows(size.shards, size.replicas, size.real, med, len(runs), podMed, len(podReady))...)
+			fmt.Printf("bench: apply→Ready %dx%d median %.1fs (runs %s); medians from apply: %s; a pod bound→Ready median %.1fs of %d\n",
+				size.shards, size.replicas, med[len(med)-1].Seconds(), strings.Join(totals, " "), med, podMed.Seconds(), len(podReady))
+			appendRows(b, applyToReadyRows(size.shards, size.replicas, med, len(runs), podMed, len(podReady))...)
 		})
 	}
 }

@@ -24,9 +24,10 @@ import (
 // PodChaos (container kill, freeze), plus a node lost as a machine that
 // lost power. Every fault is bounded: it is undone after its duration, and
 // at the latest when the test ends (t.Cleanup), failed or not. Faults act
-// on the plane's pod network (a network namespace per pod, traffic between
-// pods crossing the host's FORWARD chain; test/localplane README), so they
-// need it: pod IPs outside loopback. Delay (netem's, which this kernel's tc
+// on the plane's pod network (each pod's network namespace is its
+// sandbox's; traffic between pods, bridged or routed, crosses the host's
+// FORWARD chain; test/localplane README) and on the processes of a pod's
+// containers, found in its cgroup (podhost_test.go). Delay (netem's, which this kernel's tc
 // lacks: "Specified qdisc kind is unknown") is made with NFQUEUE and a
 // user-space delayer instead (test/chaos/nfqdelay).
 
@@ -145,7 +146,7 @@ func delayPod(t testing.TB, ip string, delay, d time.Duration) *fault {
 	requirePodNetwork(t, ip)
 	ns := podNetns(t, ip)
 	queue := uint16(1000 + delayQueues.Add(1))
-	delayer, err := nfqdelay.Start("/var/run/netns/"+ns, queue, delay)
+	delayer, err := nfqdelay.Start(ns, queue, delay)
 	if err != nil {
 		t.Fatalf("delaying %s: %v", ip, err)
 	}
@@ -231,64 +232,58 @@ func requirePodNetwork(t testing.TB, ips ...string) {
 	}
 }
 
-// podNetns names the network namespace of the pod at ip: the host end of
-// its veth, the device of the route to it (`ip route get`), is
-// lpv<id>, and its namespace lp-<id> (test/localplane/internal/podnet).
+// podNetns is the path of the network namespace of the pod at ip: its
+// sandbox's (the pause process, which holds it while the pod's containers
+// come and go), /proc/<pid>/ns/net.
 func podNetns(t testing.TB, ip string) string {
 	t.Helper()
-	out, err := exec.Command("ip", "-o", "route", "get", ip).Output()
+	pod := podByIP(t, ip)
+	procs, err := podProcesses(string(pod.UID))
 	if err != nil {
-		t.Fatalf("ip route get %s: %v", ip, err)
+		t.Fatalf("the network namespace of pod %s/%s (%s): %v", pod.Namespace, pod.Name, ip, err)
 	}
-	f := strings.Fields(string(out))
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "dev" {
-			if id, ok := strings.CutPrefix(f[i+1], "lpv"); ok {
-				return "lp-" + id
-			}
+	for _, p := range procs {
+		if p.sandbox {
+			return filepath.Join("/proc", strconv.Itoa(p.pid), "ns", "net")
 		}
 	}
-	t.Fatalf("no pod veth routes to %s: %s", ip, out)
+	t.Fatalf("pod %s/%s (%s) has no sandbox process", pod.Namespace, pod.Name, ip)
 	return ""
 }
 
-func netnsExists(ns string) bool {
-	_, err := os.Stat(filepath.Join("/run/netns", ns))
+// netnsExists reports whether the network namespace at path (podNetns)
+// is still there: its sandbox process still runs.
+func netnsExists(path string) bool {
+	_, err := os.Stat(path)
 	return err == nil
 }
 
-// podPIDs lists the processes whose network namespace is that of the pod
-// at ip (every container of the pod and its execs).
+// podPIDs lists the processes of the containers of the pod at ip (their
+// execs included), not its sandbox: a killed sandbox would make the
+// kubelet replace the pod's network namespace and IP, which no container
+// kill or freeze does.
 func podPIDs(t testing.TB, ip string) []int {
 	t.Helper()
 	requirePodNetwork(t, ip)
-	var want syscall.Stat_t
-	if err := syscall.Stat(filepath.Join("/run/netns", podNetns(t, ip)), &want); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir("/proc")
+	pod := podByIP(t, ip)
+	procs, err := podProcesses(string(pod.UID))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the processes of pod %s/%s (%s): %v", pod.Namespace, pod.Name, ip, err)
 	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) == nil && st.Ino == want.Ino && st.Dev == want.Dev {
-			pids = append(pids, pid)
+	for _, p := range procs {
+		if !p.sandbox {
+			pids = append(pids, p.pid)
 		}
 	}
 	if len(pids) == 0 {
-		t.Fatalf("no process runs in the network namespace of pod %s", ip)
+		t.Fatalf("no container process runs in pod %s/%s (%s)", pod.Namespace, pod.Name, ip)
 	}
 	return pids
 }
 
-// iptables runs iptables (in network namespace ns, or the host's when
-// ns is empty) and fails t on error.
+// iptables runs iptables (in the network namespace at path ns, or the
+// host's when ns is empty) and fails t on error.
 func iptables(t testing.TB, ns string, args ...string) {
 	t.Helper()
 	if out, err := iptablesCmd(ns, args...).CombinedOutput(); err != nil {
@@ -301,7 +296,7 @@ func iptablesCmd(ns string, args ...string) *exec.Cmd {
 	if ns == "" {
 		return exec.Command("iptables", args...)
 	}
-	return exec.Command("ip", append([]string{"netns", "exec", ns, "iptables"}, args...)...)
+	return exec.Command("nsenter", append([]string{"--net=" + ns, "iptables"}, args...)...)
 }
 
 // deleteRules deletes every rule (chain first) in ns, returning the

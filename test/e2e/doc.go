@@ -4,11 +4,11 @@
 // leader election, the conversion and validating webhooks behind their
 // Service with self-managed certificates) on the local control plane
 // (test/localplane: a real kube-apiserver, etcd, kube-controller-manager,
-// scheduler and kube-proxy, with pods run as local processes in their own
-// network namespaces, the operator's pod running this checkout's binary as
-// its image), plus three real nodes (the kubelet v1.34 against containerd,
-// pulling the images `make images` builds from Debian's packages: Redis
-// 7.0, Redis 8.0 and Valkey 8.1) on which TestRealPods runs the version
+// scheduler and kube-proxy, and four nodes that are the real kubelet v1.34
+// against containerd, pulling the images `make images` builds from
+// Debian's packages: Redis 7.0, Redis 8.0 and Valkey 8.1, the operator's
+// from this checkout, Argo CD's, redis_exporter's). Every pod is a real
+// container under its limits; TestRealPods runs the version
 // matrix and TestRealPodsLimits what only real pods show (a master
 // OOM-killed at its memory limit, a hung replica restarted by its liveness
 // probe, pods held to 100m of CPU scaling out), and drives real Redis
@@ -138,10 +138,10 @@
 // (stopOperator, killOperator: its Deployment scaled to 0, its process
 // signalled), install their own (removeOperator), drain or lose nodes, or
 // add iptables rules run one at a time, before the side-by-side group.
-// So do the real-pod tests (TestRealPods, TestRealPodsLimits), whose
-// scenarios run side by side with each other only: every exec probe of a
-// real pod is a runc exec, and beside the side-by-side group they loaded
-// two cores until the kubelets' probes timed out.
+// Every pod is a real container whose exec probes are runc execs, so the
+// group keeps to -parallel scenarios at once, subtests included: beside
+// more, the kubelets' probes timed out on two cores (both pods of a shard
+// not ready at once in a roll).
 //
 // BenchmarkApplyToReady measures apply → Ready of 3×1 and 5×1 clusters on the
 // same plane (median of its iterations):

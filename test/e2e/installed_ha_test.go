@@ -3,13 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,32 +128,6 @@ func TestInstalledHA(t *testing.T) {
 	if n := len(loadedLost) + len(loadedWrong) + len(ackedLost) + len(ackedWrong); n > 0 {
 		t.Errorf("%d keys lost or wrong (loaded: %d, acknowledged: %d)", n, len(loadedLost)+len(loadedWrong), len(ackedLost)+len(ackedWrong))
 	}
-}
-
-// operatorPID finds the process of the operator container of pod: the
-// node's copy of the operator's image binary (test/localplane: images/)
-// with HOSTNAME=pod in its environment, as the kubelet sets it.
-func operatorPID(pod string) (int, error) {
-	bin := filepath.Join(env.stateDir, "images", "redis-operator")
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.HasPrefix(cmd, append([]byte(bin), 0)) {
-			continue
-		}
-		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err == nil && slices.Contains(strings.Split(string(environ), "\x00"), "HOSTNAME="+pod) {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no operator process of pod %s", pod)
 }
 
 func ptrValue[T any](p *T) T {

@@ -364,15 +364,14 @@ func checkActedAsServiceAccount(t *testing.T, ns string, since time.Time) {
 }
 
 // printOperatorPodLogs prints the last n lines of each log file of the
-// installed operator's pods (the node keeps them in
-// pods/<ns>_<name>_<uid>/logs/<container>/<restart>.log).
+// installed operator's pods (podLogGlob).
 func printOperatorPodLogs(t *testing.T, n int) {
-	files, _ := filepath.Glob(filepath.Join(env.stateDir, "pods", installNS+"_*", "logs", "*", "*.log"))
+	files, _ := filepath.Glob(env.podLogGlob(installNS))
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
-		t.Logf("--- last %d lines of %s\n%s", n, p, tail(b, n))
+		t.Logf("--- last %d lines of %s\n%s", n, p, tail(criLines(b), n))
 	}
 }

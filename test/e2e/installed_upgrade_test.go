@@ -279,16 +279,16 @@ func operatorPodUIDs(t *testing.T) map[types.UID]bool {
 }
 
 // checkUpgradeLogs reads every log file of the installed operator's pods
-// (the node keeps them in pods/<ns>_<name>_<uid>/logs/<container>/): no
+// (podLogDirs: <ns>_<name>_<uid>/<container>/<restart>.log): no
 // line may speak of an immutable field, and the pods that are not in old
 // (the upgraded ones) may log no reconciler error.
 func checkUpgradeLogs(t *testing.T, old map[types.UID]bool) {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(env.stateDir, "pods", installNS+"_*"))
+	dirs := podLogDirs(installNS)
 	newPods := 0
 	for _, dir := range dirs {
 		uid := types.UID(dir[strings.LastIndexByte(dir, '_')+1:])
-		files, _ := filepath.Glob(filepath.Join(dir, "logs", "*", "*.log"))
+		files, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
 		upgraded := !old[uid]
 		if upgraded {
 			newPods++

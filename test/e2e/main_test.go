@@ -122,16 +122,12 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// planeNodes is the number of the e2e plane's nodes: one more than the
+// planeNodes is the number of the e2e plane's nodes (the kubelet with
+// containerd, pulling the images of `make images`): one more than the
 // plane's default three, so that zone-a holds two nodes (localplane-1 and
 // localplane-4; the zones go round zone-a, zone-b, zone-c) and losing a
 // zone (TestChaos/zone-lost) is more than losing a node.
 const planeNodes = 4
-
-// realNodes is the number of the e2e plane's real nodes (the kubelet with
-// containerd, pulling the images of `make images`), one per zone; only the
-// clusters placed with onRealNodes (TestRealPods) run there.
-const realNodes = 3
 
 func setupSuite() (*suite, error) {
 	if os.Geteuid() != 0 {
@@ -182,7 +178,7 @@ func setupSuite() (*suite, error) {
 	start := time.Now()
 	s.plane, err = startProcess(filepath.Join(logDir, "localplane.out"),
 		filepath.Join(s.binDir, "localplane"), "up", "--state-dir", s.stateDir, "--bin-dir", s.binDir,
-		"--nodes", strconv.Itoa(planeNodes), "--real-nodes", strconv.Itoa(realNodes))
+		"--nodes", strconv.Itoa(planeNodes))
 	if err != nil {
 		return s, err
 	}
@@ -208,7 +204,7 @@ func setupSuite() (*suite, error) {
 	fmt.Printf("e2e: local plane up in %.0fs (state %s)\n", time.Since(start).Seconds(), s.stateDir)
 
 	s.opLog = filepath.Join(logDir, "operator.log")
-	if s.opLogs, err = startLogCollector(filepath.Join(s.stateDir, "pods", installNS+"_*", "logs", "*", "*.log"), s.opLog); err != nil {
+	if s.opLogs, err = startLogCollector(s.podLogGlob(installNS), s.opLog); err != nil {
 		return s, err
 	}
 	start = time.Now()

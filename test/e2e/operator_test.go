@@ -377,7 +377,7 @@ func (c *logCollector) flush() {
 		if end < 0 {
 			continue
 		}
-		if _, err := c.out.Write(b[:end+1]); err == nil {
+		if _, err := c.out.Write(criLines(b[:end+1])); err == nil {
 			c.copied[p] += int64(end + 1)
 		}
 	}

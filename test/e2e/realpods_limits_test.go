@@ -39,7 +39,7 @@ const limitsImage = "redis:7.0.15"
 // scale out, moving keys.
 func TestRealPodsLimits(t *testing.T) {
 	tier(t, tierCI)
-	// Not side by side with the other tests, as TestRealPods (doc.go).
+	sideBySide(t) // see doc.go; its scenarios take a place of the group each
 
 	t.Run("master-oom-killed", func(t *testing.T) {
 		t.Parallel()
@@ -51,7 +51,6 @@ func TestRealPodsLimits(t *testing.T) {
 		limit := resource.MustParse("256Mi")
 		c := newCluster(t, "real-oom", func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.Image = limitsImage
-			onRealNodes(rc)
 			rc.Spec.Resources = corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceMemory: limit},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},
@@ -137,7 +136,6 @@ func TestRealPodsLimits(t *testing.T) {
 		scenario(t, "realpods-limits/replica-liveness-restart")
 		c := newCluster(t, "real-liveness", func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.Image = limitsImage
-			onRealNodes(rc)
 		})
 		rc := c.waitReady(5 * time.Minute)
 		c.checkConverged(rc)
@@ -192,7 +190,6 @@ func TestRealPodsLimits(t *testing.T) {
 		scenario(t, "realpods-limits/cpu-throttled")
 		c := newCluster(t, "real-cpu", func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.Image = limitsImage
-			onRealNodes(rc)
 			rc.Spec.Resources = corev1.ResourceRequirements{
 				Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
 			}

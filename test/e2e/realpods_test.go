@@ -16,44 +16,19 @@ import (
 	"github.com/redis-operator/redis-operator/test/s3test"
 )
 
-// The real nodes of the e2e plane (test/localplane, Options.RealNodes):
-// the real kubelet against containerd, with images built by `make images`
-// from Debian's packages. They carry this label and a NoSchedule taint of
-// the same key, so only the clusters that ask for them run there.
-const (
-	runtimeLabel = "localplane.io/runtime"
-	runtimeValue = "containerd"
-)
-
-// onRealNodes places a cluster's pods on the real nodes.
-func onRealNodes(rc *cachev1beta1.RedisCluster) {
-	rc.Spec.Pod.NodeSelector = map[string]string{runtimeLabel: runtimeValue}
-	rc.Spec.Pod.Tolerations = append(rc.Spec.Pod.Tolerations, corev1.Toleration{
-		Key: runtimeLabel, Operator: corev1.TolerationOpEqual, Value: runtimeValue, Effect: corev1.TaintEffectNoSchedule,
-	})
-}
-
 // staleRoutingEnd is until when, after a disruption that ended at ready,
-// a write may still fail because of it. On the process nodes, ready: a
-// dial to a pod address that went away fails at once there. On real
-// nodes, ready plus clientReloadInterval plus writeTimeout: pods come back
-// with new addresses, and a client whose slot map still names an old one
-// waits for its dial timeouts, as on any real network, where nothing
-// refuses a connection to an address nobody holds, until its periodic
-// reload of the slot map (a timeout is no redirection, so nothing else
-// reloads it: clusterClient). The map read when the roll's last failover
-// redirected the client may name a new master by its old address, when
-// the node answering had not yet learnt the new one by gossip (a failed
-// write 30 s after Ready in CI of 2026-12-07 with go-redis's 60 s default).
+// a write may still fail because of it: ready plus clientReloadInterval
+// plus writeTimeout. Pods come back with new addresses, and a client whose
+// slot map still names an old one waits for its dial timeouts, as on any
+// real network, where nothing refuses a connection to an address nobody
+// holds, until its periodic reload of the slot map (a timeout is no
+// redirection, so nothing else reloads it: clusterClient). The map read
+// when the roll's last failover redirected the client may name a new
+// master by its old address, when the node answering had not yet learnt
+// the new one by gossip (a failed write 30 s after Ready in CI of
+// 2026-12-07 with go-redis's 60 s default).
 func (c *cluster) staleRoutingEnd(ready time.Time) time.Time {
-	for _, p := range c.pods() {
-		var node corev1.Node
-		if err := env.k8s.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, &node); err == nil &&
-			node.Labels[runtimeLabel] == runtimeValue {
-			return ready.Add(clientReloadInterval + writeTimeout)
-		}
-	}
-	return ready
+	return ready.Add(clientReloadInterval + writeTimeout)
 }
 
 // server is one server of the version matrix: an image as users write it
@@ -65,7 +40,7 @@ type server struct {
 	field   string // INFO server field holding the version
 	version string
 	// tier of its full scenario: the ci tier runs Valkey's (the server most
-	// unlike the host's Redis 7.0 the other scenarios run); Redis 7.0 and
+	// unlike the redis:7.0 the other scenarios run); Redis 7.0 and
 	// 8.0 form and roll in upgrade-7.0-8.0 there, and their full scenarios
 	// run in tier all (make test-e2e-all), with the rest of the matrix.
 	tier tierName
@@ -90,11 +65,7 @@ var matrix = []server{
 // 7.0 cluster upgrades to 8.0 by a rolling image change under writes.
 func TestRealPods(t *testing.T) {
 	tier(t, tierCI)
-	// Not side by side with the other tests (doc.go): every exec probe of a
-	// real pod is a runc exec, and four real clusters beside the side-by-side
-	// group loaded two cores until probes timed out (both pods of a shard
-	// not ready at once in a roll). Its scenarios run side by side with
-	// each other.
+	sideBySide(t) // see doc.go; its scenarios take a place of the group each
 	for _, s := range matrix {
 		t.Run(s.name, func(t *testing.T) {
 			if s.tier == tierAll {
@@ -104,7 +75,6 @@ func TestRealPods(t *testing.T) {
 			scenario(t, "realpods/"+s.name)
 			c := newCluster(t, s.cluster, func(rc *cachev1beta1.RedisCluster) {
 				rc.Spec.Image = s.image
-				onRealNodes(rc)
 			})
 			rc := c.waitReady(5 * time.Minute)
 			c.checkConverged(rc)
@@ -146,7 +116,6 @@ func TestRealPods(t *testing.T) {
 		from, to := matrix[0], matrix[1]
 		c := newCluster(t, "real-upgrade", func(rc *cachev1beta1.RedisCluster) {
 			rc.Spec.Image = from.image
-			onRealNodes(rc)
 		})
 		c.waitReady(5 * time.Minute)
 		c.checkServer(from)
@@ -178,7 +147,6 @@ func (c *cluster) backupAndRestore(t *testing.T, s server, w *writer) {
 	restored := restoreClusterWith(t, c.ns, s.cluster+"-restored", "64Mi", "b1", func(rc *cachev1beta1.RedisCluster) {
 		rc.Spec.Image = s.image
 		rc.Spec.Shards = shards
-		onRealNodes(rc)
 	})
 	restored.waitReady(5 * time.Minute)
 	restored.checkServer(s)
@@ -191,8 +159,8 @@ func (c *cluster) backupAndRestore(t *testing.T, s server, w *writer) {
 		b.Status.Size, len(b.Status.Shards), b.Status.RedisVersion, len(acked))
 }
 
-// checkServer checks that every pod of c runs on a real node, its container
-// run by containerd, and that the server in it reports s's version; it
+// checkServer checks that every pod of c runs on a node whose runtime is
+// containerd, its container run by it, and that the server in it reports s's version; it
 // prints one line with what ran.
 func (c *cluster) checkServer(s server) {
 	c.t.Helper()
@@ -205,7 +173,7 @@ func (c *cluster) checkServer(s server) {
 			c.t.Fatalf("node of %s: %v", p.Name, err)
 		}
 		rt := node.Status.NodeInfo.ContainerRuntimeVersion
-		if !strings.HasPrefix(rt, "containerd://") || node.Labels[runtimeLabel] != runtimeValue {
+		if !strings.HasPrefix(rt, "containerd://") {
 			c.t.Fatalf("pod %s runs on %s (runtime %q), not on a real node", p.Name, node.Name, rt)
 		}
 		runtimes[rt] = true
