@@ -114,8 +114,9 @@ func TestKeepSecretName(t *testing.T) {
 
 // TestSlimPodKeepsWhatIsRead: a Redis pod as its StatefulSet builds it,
 // scheduled and running, gives the same shards (groupPods), the same IPs
-// (podIPs) and the same container ports (the backup sources' client port)
-// once slimPod has stripped it, while its probes, volumes and environment
+// (podIPs), the same container ports (the backup sources' client port) and
+// the same state when its image cannot be pulled (podState, which names the
+// spec's image) once slimPod has stripped it, while its probes, volumes and environment
 // are gone and its encoded size is less than half.
 func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 	rc := &cachev1beta1.RedisCluster{
@@ -153,8 +154,19 @@ func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 	if a, _ := podIPs([]corev1.Pod{full}, now); !slices.EqualFunc(a, firstIPs(podIPs([]corev1.Pod{slim}, now)), net.IP.Equal) {
 		t.Errorf("podIPs differ: %v", a)
 	}
+	pullingFull, pullingSlim := full.DeepCopy(), slim.DeepCopy()
+	for _, p := range []*corev1.Pod{pullingFull, pullingSlim} {
+		p.Status.Conditions = nil
+		p.Status.ContainerStatuses[0].Image = "docker.io/library/redis:6.2"
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
+	}
+	a, _ := podState(pullingFull)
+	b, _ := podState(pullingSlim)
+	if a != "cannot pull image redis:7.0" || b != a {
+		t.Errorf("podState of the slim pod %q, of the full pod %q", b, a)
+	}
 	for i, c := range full.Spec.Containers {
-		if s := slim.Spec.Containers[i]; s.Name != c.Name || !equality.Semantic.DeepEqual(s.Ports, c.Ports) ||
+		if s := slim.Spec.Containers[i]; s.Name != c.Name || s.Image != c.Image || !equality.Semantic.DeepEqual(s.Ports, c.Ports) ||
 			!s.Resources.Limits.Memory().Equal(*c.Resources.Limits.Memory()) {
 			t.Errorf("container %d: slim %s %v %v, full %s %v %v", i, s.Name, s.Ports, s.Resources.Limits, c.Name, c.Ports, c.Resources.Limits)
 		}
