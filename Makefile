@@ -129,7 +129,7 @@ bench: ## Benchmarks, ending with one table: resharding engine vs redis-cli (idl
 	@$(MAKE) --no-print-directory bench-table
 
 .PHONY: bench-ready
-bench-ready: ## apply→Ready of 3×1, 5×1 and 10×2 on the local plane's process nodes and 3×1 on its real nodes, median of 3, with where the time goes (pods scheduled, running, Redis up, MEET, replicas synced) and a pod's bound→Ready median.
+bench-ready: ## apply→Ready of 3×1, 5×1 and 10×2 on the local plane (the kubelet with containerd), median of 3, with where the time goes (pods scheduled, running, Redis up, MEET, replicas synced) and a pod's bound→Ready median.
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 45m ./test/e2e/
 
 .PHONY: bench-failover
