@@ -155,7 +155,10 @@ func redisStatefulSet() *appsv1.StatefulSet {
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    new(int32(3)),
 			ServiceName: "redis",
-			Selector:    &metav1.LabelSelector{MatchLabels: labels},
+			// The pods start at once: each node's first pod waits for its
+			// pull, and one after the other they would wait in turn.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{

@@ -45,7 +45,6 @@ func TestNodes(t *testing.T) {
 	// node, can only take two; uncordoned, the third is scheduled there.
 	cordon(ctx, t, p, p.Nodes[2], true)
 	sts := redisStatefulSet()
-	sts.Spec.PodManagementPolicy = "Parallel"
 	sts.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "redis"}},
