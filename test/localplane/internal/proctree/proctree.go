@@ -69,24 +69,6 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // Err is the child's exit error (nil for exit status 0); valid after Done.
 func (p *Process) Err() error { return p.waitErr }
 
-// ExitCode is the child's exit code, 128+signal when killed by a signal, or
-// -1 while it runs.
-func (p *Process) ExitCode() int {
-	select {
-	case <-p.done:
-	default:
-		return -1
-	}
-	st, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok {
-		return p.Cmd.ProcessState.ExitCode()
-	}
-	if st.Signaled() {
-		return 128 + int(st.Signal())
-	}
-	return st.ExitStatus()
-}
-
 // Signal sends sig to the child's whole process group.
 func (p *Process) Signal(sig syscall.Signal) {
 	_ = syscall.Kill(-p.Pid(), sig)

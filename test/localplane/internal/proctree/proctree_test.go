@@ -58,8 +58,8 @@ func TestStopKillsTheGroup(t *testing.T) {
 	}
 	p.Stop(time.Second)
 	waitDead(t, child)
-	if p.ExitCode() != 128+int(syscall.SIGTERM) {
-		t.Errorf("exit code %d, want %d (SIGTERM)", p.ExitCode(), 128+int(syscall.SIGTERM))
+	if st, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGTERM {
+		t.Errorf("the leader ended with %v, want SIGTERM", p.Err())
 	}
 	if _, err := os.Stat(filepath.Join(runDir, "tree.pid")); !os.IsNotExist(err) {
 		t.Errorf("pid record left after exit: %v", err)
