@@ -224,10 +224,7 @@ func serveGitRepo(t *testing.T) *gitRepo {
 	r.git(r.work, "init", "-q", "-b", "main")
 	r.commit("kustomize/ and examples/argocd/ of this checkout")
 
-	host := "127.0.0.1"
-	if b, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway")); err == nil {
-		host = strings.TrimSpace(string(b))
-	}
+	host := planeGateway(t)
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)

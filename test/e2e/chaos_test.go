@@ -86,7 +86,6 @@ const (
 // connections to from still pass, but a TCP link opened either way stalls.
 func partition(t testing.TB, from, to []string, dir chaosDirection, d time.Duration) *fault {
 	t.Helper()
-	requirePodNetwork(t, append(append([]string{}, from...), to...)...)
 	var rules [][]string
 	for _, a := range from {
 		for _, b := range to {
@@ -113,7 +112,6 @@ func partition(t testing.TB, from, to []string, dir chaosDirection, d time.Durat
 // operator and the node's probes all lose it.
 func packetLoss(t testing.TB, ip string, percent int, d time.Duration) *fault {
 	t.Helper()
-	requirePodNetwork(t, ip)
 	ns := podNetns(t, ip)
 	rule := []string{"OUTPUT", "-o", "eth0", "-j", "DROP"}
 	if percent < 100 {
@@ -143,7 +141,6 @@ var delayQueues atomic.Uint32
 // stopped (--queue-bypass lets packets pass while neither holds).
 func delayPod(t testing.TB, ip string, delay, d time.Duration) *fault {
 	t.Helper()
-	requirePodNetwork(t, ip)
 	ns := podNetns(t, ip)
 	queue := uint16(1000 + delayQueues.Add(1))
 	delayer, err := nfqdelay.Start(ns, queue, delay)
@@ -222,16 +219,6 @@ func planeNode(t testing.TB, action, node string) {
 	}
 }
 
-// requirePodNetwork skips t unless every ip is a pod-network address.
-func requirePodNetwork(t testing.TB, ips ...string) {
-	t.Helper()
-	for _, ip := range ips {
-		if strings.HasPrefix(ip, "127.") {
-			t.Skipf("chaos needs the plane's pod network (pod IP %s is on loopback)", ip)
-		}
-	}
-}
-
 // podNetns is the path of the network namespace of the pod at ip: its
 // sandbox's (the pause process, which holds it while the pod's containers
 // come and go), /proc/<pid>/ns/net.
@@ -264,7 +251,6 @@ func netnsExists(path string) bool {
 // kill or freeze does.
 func podPIDs(t testing.TB, ip string) []int {
 	t.Helper()
-	requirePodNetwork(t, ip)
 	pod := podByIP(t, ip)
 	procs, err := podProcesses(string(pod.UID))
 	if err != nil {

@@ -365,31 +365,3 @@ func (f *firewall) remove() {
 	}
 	f.rules = nil
 }
-
-// tcpLinks lists the established TCP connections from src to dst:port
-// (`ss -Htn state established`), one "local peer" line each.
-func tcpLinks(t testing.TB, src, dst string, port int) []string {
-	t.Helper()
-	out, err := exec.Command("ss", "-Htn", "state", "established", "src", src, "dst", dst,
-		"dport", "=", ":"+strconv.Itoa(port)).Output()
-	if err != nil {
-		t.Fatalf("ss: %v", err)
-	}
-	var links []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 {
-			links = append(links, f[2]+" "+f[3])
-		}
-	}
-	return links
-}
-
-// killTCPLinks closes the established connections from src to dst:port
-// (`ss -K`, the kernel's sock_diag destroy: the peer gets a reset).
-func killTCPLinks(t testing.TB, src, dst string, port int) {
-	t.Helper()
-	if out, err := exec.Command("ss", "-Htn", "-K", "state", "established", "src", src, "dst", dst,
-		"dport", "=", ":"+strconv.Itoa(port)).CombinedOutput(); err != nil {
-		t.Fatalf("ss -K: %v\n%s", err, out)
-	}
-}

@@ -4,13 +4,11 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
-	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
 // partitionFor is how long the asymmetric partition lasts. The engine of
@@ -38,15 +36,10 @@ const (
 // or Healthy once a pass ran while the operator cannot reach the master
 // (issue 14 item 4), and Ready again once the cut ends.
 //
-// With the plane's pod network (the default; pod IPs outside
-// loopback) every pod has its own network namespace and source address and
-// traffic between pods crosses the host's FORWARD chain, where the two
-// rules between the pods go. Without it a pod's connections leave from
-// 127.0.0.1, so first every node is told `CONFIG SET bind-source-addr <pod
-// IP>` and its links opened from 127.0.0.1 are closed (see
-// sourceFromPodIPs): they reconnect from the pod's address, which INPUT
-// rules can then tell apart. The operator runs in its own pod: its
-// connections to the master are cut in the same chain, by its pod IP.
+// Every pod has its own network namespace and source address, and traffic
+// between pods crosses the host's FORWARD chain, where the two rules
+// between the pods go. The operator runs in its own pod: its connections
+// to the master are cut in the same chain, by its pod IP.
 func testAsymmetricPartition(t *testing.T) {
 	const name = "datasafety/asymmetric-partition"
 	scenario(t, name)
@@ -57,13 +50,7 @@ func testAsymmetricPartition(t *testing.T) {
 	masterPod, replicaPod := masterOf(rc, 0), rc.Status.Shards[0].ReplicaPods[0]
 	M, R := c.pod(masterPod).Status.PodIP, c.pod(replicaPod).Status.PodIP
 
-	chain := "FORWARD"
-	if net.ParseIP(M).IsLoopback() {
-		chain = "INPUT"
-		sourceFromPodIPs(t, c, pw, R, M, replicaPod)
-	}
-	c.waitReady(2 * time.Minute)
-
+	const chain = "FORWARD"
 	cl := c.clusterClient()
 	w := startWriter(t, cl, "c3w", writerOptions{Wait: true})
 	w.waitWrites(200, time.Minute)
@@ -152,47 +139,4 @@ func testAsymmetricPartition(t *testing.T) {
 		t.Errorf("%s is %q after the partition (%v), want master", masterPod, got, err)
 	}
 	c.checkConverged(c.get())
-}
-
-// sourceFromPodIPs makes every node of c open its links from its pod IP
-// (on a plane without pod network namespaces they leave from 127.0.0.1)
-// and waits until no cluster-bus link comes from 127.0.0.1 and the
-// replication link from R (replicaPod) to M is up again.
-func sourceFromPodIPs(t *testing.T, c *cluster, pw, R, M, replicaPod string) {
-	t.Helper()
-	pods := c.pods()
-	for _, p := range pods {
-		ctx, cancel := redisCtx()
-		err := c.nodeClient(p.Status.PodIP, pw).ConfigSet(ctx, "bind-source-addr", p.Status.PodIP).Err()
-		cancel()
-		if err != nil {
-			t.Fatalf("CONFIG SET bind-source-addr on %s: %v", p.Name, err)
-		}
-	}
-	for _, p := range pods {
-		ip := p.Status.PodIP
-		killTCPLinks(t, "127.0.0.1", ip, resources.BusPort)
-		ctx, cancel := redisCtx()
-		if r, _ := role(ctx, c.nodeClient(ip, pw)); r == "slave" {
-			if err := c.nodeClient(ip, pw).Do(ctx, "CLIENT", "KILL", "TYPE", "master").Err(); err != nil {
-				cancel()
-				t.Fatalf("CLIENT KILL TYPE master on %s: %v", p.Name, err)
-			}
-		}
-		cancel()
-	}
-	c.poll("linked from the pod addresses", time.Minute, func() (bool, string) {
-		for _, p := range pods {
-			if l := tcpLinks(t, "127.0.0.1", p.Status.PodIP, resources.BusPort); len(l) > 0 {
-				return false, fmt.Sprintf("bus links from 127.0.0.1 to %s: %v", p.Name, l)
-			}
-		}
-		if l := tcpLinks(t, R, M, resources.RedisPort); len(l) == 0 {
-			return false, "no replication link from " + R + " to " + M
-		}
-		ctx, cancel := redisCtx()
-		defer cancel()
-		info, err := c.nodeClient(R, pw).Info(ctx, "replication").Result()
-		return err == nil && infoMap(info)["master_link_status"] == "up", fmt.Sprintf("%s replication: %v %v", replicaPod, infoMap(info)["master_link_status"], err)
-	})
 }

@@ -131,7 +131,7 @@ const planeNodes = 4
 
 func setupSuite() (*suite, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("the local plane needs root (pods run in their own mount namespaces as their own users)")
+		return nil, errors.New("the local plane needs root (its nodes run the kubelet and containerd)")
 	}
 	root, err := repoRoot()
 	if err != nil {

@@ -322,10 +322,11 @@ func checkOperator(t testing.TB) {
 	}
 }
 
-// logCollector copies the operator pods' container logs (the node keeps
-// them in pods/<ns>_<name>_<uid>/logs/<container>/<restart>.log and removes
-// them with the pod) into one file that outlives the pods, whole lines
-// only, every 250 ms and whenever flush is called.
+// logCollector copies the operator pods' container logs (the kubelet keeps
+// them under its pod logs directory, podLogGlob, and removes them with the
+// pod) into one file that outlives the pods, whole lines only without the
+// CRI log format's prefix (criLines), every 250 ms and whenever flush is
+// called.
 type logCollector struct {
 	mu     sync.Mutex
 	glob   string

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,6 +56,23 @@ func criLines(b []byte) []byte {
 		out.Write(line)
 	}
 	return out.Bytes()
+}
+
+// planeGateway is the plane's gateway (netns/gateway of its state
+// directory): an address of 10.244.0.0/24 on this machine that pods
+// reach, where the suite's host services listen (the object store, the
+// test Vault, the Git daemon).
+func planeGateway(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway"))
+	if err != nil {
+		t.Fatalf("the plane's gateway: %v", err)
+	}
+	host := strings.TrimSpace(string(b))
+	if net.ParseIP(host) == nil {
+		t.Fatalf("the plane's gateway file holds %q, not an IP address", host)
+	}
+	return host
 }
 
 // podByIP is the running pod whose IP is ip, from the API server.

@@ -251,7 +251,7 @@ func startVault(t *testing.T) (cl *api.Client, caPEM []byte, stop func()) {
 			t.Fatal(err)
 		}
 	}
-	host := vaultHost(t)
+	host := planeGateway(t) // pods reach it, as suiteStore
 	certFile, keyFile, caPEM := vaultTLS(t, host)
 	// A log of this test's own (scenarios that start a Vault run side by
 	// side): the address and root token are read from it.
@@ -308,26 +308,6 @@ func startVault(t *testing.T) (cl *api.Client, caPEM []byte, stop func()) {
 		t.Fatalf("vaultserver health: %v", err)
 	}
 	return cl, caPEM, stop
-}
-
-// vaultHost is the address the test Vault listens on: the plane's gateway
-// (netns/gateway of its state directory, an address of 10.244.0.0/24 on
-// the host that pods reach, as for suiteStore), or 127.0.0.1 when the plane
-// has no pod network (LOCALPLANE_PODNET=0: pods share the host's).
-func vaultHost(t *testing.T) string {
-	t.Helper()
-	gw, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway"))
-	switch {
-	case os.IsNotExist(err):
-		return "127.0.0.1"
-	case err != nil:
-		t.Fatalf("the plane's gateway: %v", err)
-	}
-	host := strings.TrimSpace(string(gw))
-	if net.ParseIP(host) == nil {
-		t.Fatalf("the plane's gateway file holds %q, not an IP address", host)
-	}
-	return host
 }
 
 // vaultTLS makes a throwaway CA and a serving certificate it signs for the
