@@ -13,6 +13,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,8 +33,11 @@ const leaseName = "redis-operator.cache.redis.io"
 // duration plus one retry period, the scale must complete with no slot left open and no
 // acknowledged write lost, and admission (a v1alpha1 read through the
 // conversion webhook, a server-side dry-run create through the validating
-// webhook) must answer every request while the replica is gone, and no
-// request of any replica may be forbidden.
+// webhook) must answer every request while the replica is gone, but for
+// those sent to the killed replica's address in the moments before the
+// kubelet reported its container not ready and its endpoint left the
+// webhook Service (deadEndpointWindow), and no request of any replica may
+// be forbidden.
 func TestInstalledHA(t *testing.T) {
 	tier(t, tierCI)
 	scenario(t, "install/ha-leader-killed-3-5")
@@ -76,6 +80,10 @@ func TestInstalledHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaderPod := &corev1.Pod{}
+	if err := env.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: leader}, leaderPod); err != nil {
+		t.Fatal(err)
+	}
 	adm := startAdmissionProbe(t, c)
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -113,8 +121,13 @@ func TestInstalledHA(t *testing.T) {
 	if open, _ := c.openSlots(); len(open) > 0 {
 		t.Errorf("slots left open: %s", summarizeOpen(open))
 	}
-	if len(failures) > 0 {
-		t.Errorf("%d of %d admission requests failed while a replica was down, e.g. %s", len(failures), calls, failures[0])
+	deadEndpoint := 0
+	for _, f := range failures {
+		if f.at.Sub(killed) <= deadEndpointWindow && strings.Contains(f.err.Error(), leaderPod.Status.PodIP+":9443: connect: connection refused") {
+			deadEndpoint++
+			continue
+		}
+		t.Errorf("an admission request failed %.1fs after the leader was killed: %v", f.at.Sub(killed).Seconds(), f.err)
 	}
 	w.waitWrites(50, time.Minute)
 	r := w.result()
@@ -123,8 +136,8 @@ func TestInstalledHA(t *testing.T) {
 	loadedLost, loadedWrong := keys.check(t, fresh, nil)
 	ackedLost, ackedWrong := w.readBack(fresh, r.Acked)
 	reportKeys("install/ha-leader-killed-3-5", keys.n, len(loadedLost)+len(loadedWrong), r, len(ackedLost)+len(ackedWrong))
-	fmt.Printf("e2e: install/ha-leader-killed-3-5 Lease taken over in %.1fs (duration %s); %d admission calls, %d failed\n",
-		took.Seconds(), duration, calls, len(failures))
+	fmt.Printf("e2e: install/ha-leader-killed-3-5 Lease taken over in %.1fs (duration %s); %d admission calls, %d refused by the killed replica's address within %s, %d other failures\n",
+		took.Seconds(), duration, calls, deadEndpoint, deadEndpointWindow, len(failures)-deadEndpoint)
 	if n := len(loadedLost) + len(loadedWrong) + len(ackedLost) + len(ackedWrong); n > 0 {
 		t.Errorf("%d keys lost or wrong (loaded: %d, acknowledged: %d)", n, len(loadedLost)+len(loadedWrong), len(ackedLost)+len(ackedWrong))
 	}
@@ -146,8 +159,24 @@ type admissionProbe struct {
 	done     sync.WaitGroup
 	calls    atomic.Int64
 	mu       sync.Mutex
-	failures []string
+	failures []admissionFailure
 }
+
+// admissionFailure is a failed call of the admission probe and when it
+// ended.
+type admissionFailure struct {
+	at  time.Time
+	err error
+}
+
+// deadEndpointWindow bounds how long after a webhook replica's process is
+// killed the API server may still send it requests, which its address
+// refuses: until the kubelet sees the container gone (its pod lifecycle
+// event generator relists every second), reports it not ready, and the
+// EndpointSlice controller and the API server's endpoint informer drop the
+// address (about 0.5 s in CI of 2026-12-07: 2 of 188 calls refused). A
+// SIGKILL leaves no time to leave the Service first, as SIGTERM does.
+const deadEndpointWindow = 5 * time.Second
 
 func startAdmissionProbe(t *testing.T, c *cluster) *admissionProbe {
 	p := &admissionProbe{stopCh: make(chan struct{})}
@@ -175,7 +204,7 @@ func startAdmissionProbe(t *testing.T, c *cluster) *admissionProbe {
 			p.calls.Add(2)
 			if err != nil {
 				p.mu.Lock()
-				p.failures = append(p.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				p.failures = append(p.failures, admissionFailure{at: time.Now(), err: err})
 				p.mu.Unlock()
 			}
 		}
@@ -184,7 +213,7 @@ func startAdmissionProbe(t *testing.T, c *cluster) *admissionProbe {
 }
 
 // stop ends the probe and returns how many calls it made and the failures.
-func (p *admissionProbe) stop() (int64, []string) {
+func (p *admissionProbe) stop() (int64, []admissionFailure) {
 	close(p.stopCh)
 	p.done.Wait()
 	p.mu.Lock()
