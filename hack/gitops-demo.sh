@@ -88,6 +88,7 @@ gitops_demo() {
   local dir=$DEMO_DIR started=$SECONDS
   # Argo CD's binary and the kustomize its repo-server runs, beside the plane's.
   SETUP_EXTRA_TOOLS="kustomize argocd" setup
+  setup_real_nodes argocd
   if [ -f "$dir/localplane.pid" ]; then "$BIN/localplane" down --state-dir "$dir"; fi
   rm -rf "$dir"
   mkdir -p "$dir"
@@ -115,8 +116,8 @@ gitops_demo() {
   kubectl -n argocd rollout status statefulset/argocd-application-controller --timeout=3m
   kubectl -n argocd get pods -o wide
 
-  local gw=127.0.0.1 git=$dir/git rev port=9418
-  [ -f "$dir/netns/gateway" ] && gw=$(cat "$dir/netns/gateway")
+  local gw git=$dir/git rev port=9418
+  gw=$(cat "$dir/netns/gateway")
   say "Serving kustomize/ and examples/argocd/ with git daemon on git://$gw:$port"
   mkdir -p "$git/work/examples"
   git init -q --bare -b main "$git/redis-operator.git"

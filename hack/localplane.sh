@@ -53,14 +53,15 @@ setup() {
   bash "$ROOT/hack/heartbeat.sh" "building bin/redis-operator" go -C "$ROOT" build -o "$BIN/redis-operator" ./cmd/redis-operator
 }
 
-# setup_real_nodes: what a plane of real nodes needs besides setup's: the
-# kubelet, and the images with the registry they go to (no-ops when up to
-# date): those the demo and dev-up run (not Argo CD's or redis_exporter's,
-# so a first demo does not build bin/argocd).
+# setup_real_nodes [IMAGE...]: what a plane of real nodes needs besides
+# setup's: the kubelet, and the images with the registry they go to
+# (no-ops when up to date): those the demo and dev-up run (not Argo CD's
+# or redis_exporter's, so a first demo does not build bin/argocd), and the
+# IMAGEs named (hack/images.sh's names: argocd for demo-gitops).
 setup_real_nodes() {
   bash "$ROOT/hack/build-tools.sh" kubelet
-  say "Images: pause, redis 7.0, redis 8.0, valkey 8.1 and the operator (first time: a few minutes)"
-  bash "$ROOT/hack/images.sh" pause redis-7.0 redis-8.0 valkey-8.1 redis-operator
+  say "Images: pause, redis 7.0, redis 8.0, valkey 8.1, the operator${1:+ and $*} (first time: a few minutes)"
+  bash "$ROOT/hack/images.sh" pause redis-7.0 redis-8.0 valkey-8.1 redis-operator "$@"
 }
 
 # start_plane DIR [detach [FLAG...]]: starts `localplane up` on DIR with
