@@ -69,14 +69,16 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 		checks = append(checks, guard(field.NewPath("spec", "exporter", "image"),
 			fmt.Sprintf("image %q would run beside Redis in every pod with the exporter's password, whose SLOWLOG GET shows recent commands with their arguments", e.Image))...)
 	}
-	for key, what := range map[string]string{
-		"slowlog-log-slower-than": "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run",
-		"slowlog-max-len":         "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run",
-		"notify-keyspace-events":  "keyspace notifications publish the name of every key written to whoever may subscribe, beyond their own key patterns",
+	// In this order, so that the refusal names the same field each time
+	// (a map's order changes from one request to the next).
+	for _, c := range []struct{ key, what string }{
+		{"slowlog-log-slower-than", "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run"},
+		{"slowlog-max-len", "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run"},
+		{"notify-keyspace-events", "keyspace notifications publish the name of every key written to whoever may subscribe, beyond their own key patterns"},
 	} {
-		if obj.Spec.Config[key] != old.Spec.Config[key] {
-			checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "config").Key(key),
-				fmt.Sprintf("%s, and the cluster's password (Secret %s) guards those keys", what, auth)))
+		if obj.Spec.Config[c.key] != old.Spec.Config[c.key] {
+			checks = append(checks, secretCheck(obj.Namespace, auth, field.NewPath("spec", "config").Key(c.key),
+				fmt.Sprintf("%s, and the cluster's password (Secret %s) guards those keys", c.what, auth)))
 		}
 	}
 	if oa, na := authSource(old), authSource(obj); !apiequality.Semantic.DeepEqual(oa, na) {
