@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,16 +39,11 @@ var objectStore struct {
 func suiteStore(t testing.TB) *s3test.Server {
 	t.Helper()
 	objectStore.once.Do(func() {
-		gw, err := os.ReadFile(filepath.Join(env.stateDir, "netns", "gateway"))
-		if err != nil {
-			objectStore.err = fmt.Errorf("the plane's gateway: %w", err)
-			return
-		}
-		// StartAt ends a failed start with t.Fatal, which leaves the Once
-		// done: the error stays for every later caller instead of a nil
-		// server.
+		// planeGateway and StartAt end a failure with t.Fatal, which leaves
+		// the Once done: the error stays for every later caller instead of
+		// a nil server.
 		objectStore.err = errors.New("the suite's object store did not start (see the first scenario that used it)")
-		objectStore.srv = s3test.StartAt(suiteTB{t}, strings.TrimSpace(string(gw)))
+		objectStore.srv = s3test.StartAt(suiteTB{t}, planeGateway(t))
 		objectStore.err = nil
 	})
 	if objectStore.err != nil {

@@ -224,11 +224,7 @@ func planeNode(t testing.TB, action, node string) {
 // come and go), /proc/<pid>/ns/net.
 func podNetns(t testing.TB, ip string) string {
 	t.Helper()
-	pod := podByIP(t, ip)
-	procs, err := podProcesses(string(pod.UID))
-	if err != nil {
-		t.Fatalf("the network namespace of pod %s/%s (%s): %v", pod.Namespace, pod.Name, ip, err)
-	}
+	pod, procs := podProcessesAt(t, ip)
 	for _, p := range procs {
 		if p.sandbox {
 			return filepath.Join("/proc", strconv.Itoa(p.pid), "ns", "net")
@@ -251,11 +247,7 @@ func netnsExists(path string) bool {
 // kill or freeze does.
 func podPIDs(t testing.TB, ip string) []int {
 	t.Helper()
-	pod := podByIP(t, ip)
-	procs, err := podProcesses(string(pod.UID))
-	if err != nil {
-		t.Fatalf("the processes of pod %s/%s (%s): %v", pod.Namespace, pod.Name, ip, err)
-	}
+	pod, procs := podProcessesAt(t, ip)
 	var pids []int
 	for _, p := range procs {
 		if !p.sandbox {

@@ -143,6 +143,18 @@ func podProcesses(uid string) ([]podProcess, error) {
 	return procs, nil
 }
 
+// podProcessesAt is the running pod at ip and its processes
+// (podProcesses); it fails t when either cannot be found.
+func podProcessesAt(t testing.TB, ip string) (*corev1.Pod, []podProcess) {
+	t.Helper()
+	pod := podByIP(t, ip)
+	procs, err := podProcesses(string(pod.UID))
+	if err != nil {
+		t.Fatalf("the processes of pod %s/%s (%s): %v", pod.Namespace, pod.Name, ip, err)
+	}
+	return pod, procs
+}
+
 // operatorPID finds the process of the operator container of pod (the
 // image's entrypoint, /redis-operator) in namespace installNS.
 func operatorPID(pod string) (int, error) {
