@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/redis-operator/redis-operator/apis/cache/v1beta1"
@@ -186,13 +187,18 @@ func TestSecurity(t *testing.T) {
 	deniedIn := func(path, what string) string {
 		return denied(path, what) + ` in namespace "` + ownedNS + `"`
 	}
+	// The operator writes the new cluster's status meanwhile, which moves
+	// its resourceVersion: a conflict is read again, only the webhook's
+	// refusal counts.
 	editOwned := func(mutate func(*cachev1beta1.RedisCluster)) error {
-		rc := &cachev1beta1.RedisCluster{}
-		if err := tenant.Get(ctx, client.ObjectKeyFromObject(owned), rc); err != nil {
-			return err
-		}
-		mutate(rc)
-		return tenant.Update(ctx, rc)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			rc := &cachev1beta1.RedisCluster{}
+			if err := tenant.Get(ctx, client.ObjectKeyFromObject(owned), rc); err != nil {
+				return err
+			}
+			mutate(rc)
+			return tenant.Update(ctx, rc)
+		})
 	}
 	for _, tc := range []struct {
 		name string
@@ -277,7 +283,7 @@ func checkRefused(t *testing.T, name string, err error, want []string) {
 	}
 	for _, w := range want {
 		if !slices.ContainsFunc(causes, func(c string) bool { return strings.HasPrefix(c, w) }) {
-			t.Errorf("%s: causes %q, want one starting with %q", name, causes, w)
+			t.Errorf("%s: %v: causes %q, want one starting with %q", name, err, causes, w)
 		}
 	}
 	t.Logf("refused: %s", name)
