@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/redis-operator/redis-operator/test/chaos/nfqdelay"
 )
@@ -193,10 +196,13 @@ func killPod(t testing.TB, ip string) {
 // restored (booted, its pods started again) after d.
 func loseNode(t testing.TB, node string, d time.Duration) *fault {
 	t.Helper()
-	if operatorOnNode(t, node) {
+	if lost := operatorLostPods(t, node); len(lost) > 0 {
 		// The operator goes down with its node, as in the field; its container
 		// restarts when the node is back (operatorLost).
-		env.operatorLost = true
+		if env.operatorLost == nil {
+			env.operatorLost = map[types.UID]int32{}
+		}
+		maps.Copy(env.operatorLost, lost)
 		t.Logf("the operator's pod runs on %s and is lost with it", node)
 	}
 	planeNode(t, "lose", node)

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -60,9 +61,10 @@ type suite struct {
 	// (checkSuiteIdentity); scenarios that install their own judge theirs.
 	installedSince time.Time
 	installedSpans [][2]time.Time
-	// operatorLost is set while the operator's pod was lost with its node
-	// (loseNode) and is not available again.
-	operatorLost bool
+	// operatorLost holds, while the operator's pods were lost with their
+	// node (loseNode) and have not come back, each such pod's UID and its
+	// containers' restart count at the loss (operatorLostPods).
+	operatorLost map[types.UID]int32
 
 	fixtureDir string
 }

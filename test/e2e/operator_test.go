@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -264,19 +265,30 @@ func waitProcessGone(pid int, timeout time.Duration) bool {
 	}
 }
 
-// operatorOnNode reports whether a pod of the operator runs on node.
-func operatorOnNode(t testing.TB, node string) bool {
+// operatorLostPods lists the operator's pods on node with their restart
+// counts (podRestarts), as loseNode records them in env.operatorLost.
+func operatorLostPods(t testing.TB, node string) map[types.UID]int32 {
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := env.k8s.List(context.Background(), pods, client.InNamespace(installNS)); err != nil {
 		t.Fatal(err)
 	}
+	out := map[types.UID]int32{}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == node {
-			return true
+			out[p.UID] = podRestarts(&p)
 		}
 	}
-	return false
+	return out
+}
+
+// podRestarts sums the restart counts of p's containers.
+func podRestarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
 }
 
 // operatorRestarts sums the restart counts of the operator's containers.
@@ -288,11 +300,33 @@ func operatorRestarts(t testing.TB) int32 {
 	}
 	var n int32
 	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			n += cs.RestartCount
-		}
+		n += podRestarts(&p)
 	}
 	return n
+}
+
+// operatorBack reports whether the operator's pods lost with their node
+// (env.operatorLost) came back: each is gone or has restarted since and is
+// Ready, and the Deployment is available. The Deployment alone would not
+// do: it stays available until the node controller marks the lost node
+// NotReady, before the container restarts.
+func operatorBack(t testing.TB) bool {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: installNS, Name: installDeployment}, d); err != nil ||
+		d.Status.AvailableReplicas < ptrValue(d.Spec.Replicas) {
+		return false
+	}
+	pods := &corev1.PodList{}
+	if err := env.k8s.List(context.Background(), pods, client.InNamespace(installNS)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if at, lost := env.operatorLost[p.UID]; lost && (podRestarts(&p) <= at || !podIsReady(&p)) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkOperator fails t when the operator's container restarted since the
@@ -305,13 +339,11 @@ func checkOperator(t testing.TB) {
 		return
 	}
 	env.operatorChecked = time.Now()
-	if env.operatorLost {
+	if env.operatorLost != nil {
 		// Its node was lost with it (loseNode): its restart is expected, and
-		// counts from the moment it is available again.
-		d := &appsv1.Deployment{}
-		if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: installNS, Name: installDeployment}, d); err == nil &&
-			d.Status.AvailableReplicas >= ptrValue(d.Spec.Replicas) {
-			env.operatorRestarts, env.operatorLost = operatorRestarts(t), false
+		// counts from the moment it is back.
+		if operatorBack(t) {
+			env.operatorRestarts, env.operatorLost = operatorRestarts(t), nil
 		}
 		return
 	}
