@@ -184,12 +184,13 @@ func (s *podSampler) apply(typ watch.EventType, p *corev1.Pod) {
 
 func (s *podSampler) sampleRoles(ctx context.Context, password string) {
 	defer s.wg.Done()
-	clients := map[string]*redis.Client{}
-	defer func() {
-		for _, cl := range clients {
-			_ = cl.Close()
-		}
-	}()
+	// One sampler per pod: a pod that does not answer (restarting, its
+	// ROLE timing out) must not leave the others' last role stale, or a
+	// master that turned replica just before its deletion would still be
+	// recorded as master.
+	var pods sync.WaitGroup
+	defer pods.Wait()
+	sampling := map[types.UID]bool{}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -199,30 +200,43 @@ func (s *podSampler) sampleRoles(ctx context.Context, password string) {
 		case <-tick.C:
 		}
 		s.mu.Lock()
-		targets := map[types.UID]string{}
 		for uid, tp := range s.pods {
-			if tp.ip != "" && !tp.deleting {
-				targets[uid] = tp.ip
+			if tp.ip != "" && !tp.deleting && !sampling[uid] {
+				sampling[uid] = true
+				pods.Add(1)
+				go s.sampleRole(ctx, &pods, uid, tp.ip, password)
 			}
 		}
 		s.mu.Unlock()
-		for uid, ip := range targets {
-			cl, ok := clients[ip]
-			if !ok {
-				cl = redis.NewClient(nodeOptions(ip, password))
-				clients[ip] = cl
-			}
-			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			r, err := role(rctx, cl)
-			cancel()
-			if err != nil {
-				continue
-			}
-			s.mu.Lock()
-			if tp, ok := s.pods[uid]; ok && !tp.deleting {
-				tp.role, tp.roleAt = r, time.Now()
-			}
+	}
+}
+
+// sampleRole records the ROLE of pod uid at ip every 20 ms until the pod
+// is deleting or gone, or ctx ends.
+func (s *podSampler) sampleRole(ctx context.Context, wg *sync.WaitGroup, uid types.UID, ip, password string) {
+	defer wg.Done()
+	cl := redis.NewClient(nodeOptions(ip, password))
+	defer func() { _ = cl.Close() }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		r, err := role(rctx, cl)
+		cancel()
+		s.mu.Lock()
+		tp, ok := s.pods[uid]
+		if !ok || tp.deleting {
 			s.mu.Unlock()
+			return
+		}
+		if err == nil {
+			tp.role, tp.roleAt = r, time.Now()
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }
