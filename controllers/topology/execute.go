@@ -103,10 +103,20 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 		for _, r := range s.Slots {
 			args = append(args, r.Start, r.End)
 		}
-		if err := e.checkNoKeys(ctx, c, view, s.Slots); err != nil {
+		if err := e.checkNoKeys(ctx, c, view, s.Slots, nil); err != nil {
 			return err
 		}
 		log.Info("Assigning slots", "node", s.Node, "slots", FormatRanges(s.Slots))
+		return e.do(ctx, c, n, args...)
+	case StepReclaim:
+		args := []any{"CLUSTER", "ADDSLOTSRANGE"}
+		for _, r := range s.Slots {
+			args = append(args, r.Start, r.End)
+		}
+		if err := e.checkNoKeys(ctx, c, view, s.Slots, n); err != nil {
+			return err
+		}
+		log.Info("Reclaiming slots the other nodes say this master owns", "node", s.Node, "slots", FormatRanges(s.Slots))
 		return e.do(ctx, c, n, args...)
 	case StepSetEpoch:
 		log.V(1).Info("Setting config epoch", "node", s.Node, "epoch", s.Epoch)
@@ -164,11 +174,12 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 	}
 }
 
-// checkNoKeys refuses to assign slots in which some node still holds keys (redis-cli
-// --cluster fix would give such a slot to that node; the engine leaves it to a human).
-func (e *Engine) checkNoKeys(ctx context.Context, c *conns, view *ClusterView, slots []SlotRange) error {
+// checkNoKeys refuses to assign slots in which some master other than owner (nil: any
+// master) still holds keys (redis-cli --cluster fix would give such a slot to that node;
+// the engine leaves it to a human).
+func (e *Engine) checkNoKeys(ctx context.Context, c *conns, view *ClusterView, slots []SlotRange, owner *NodeView) error {
 	for _, n := range view.Nodes {
-		if !n.Reachable() || n.Keys == 0 || !n.IsMaster() {
+		if n == owner || !n.Reachable() || n.Keys == 0 || !n.IsMaster() {
 			continue
 		}
 		cctx, cancel := e.cmdCtx(ctx)

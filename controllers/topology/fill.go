@@ -8,7 +8,8 @@ import (
 // lost shard was accepted). On a fresh cluster it also gives each master a distinct config
 // epoch before the first MEET, as redis-cli --cluster create does. In a cluster that was
 // formed before (Desired.Formed) unowned slots held data: they are reported lost instead,
-// unless AllowDataLoss is set.
+// unless AllowDataLoss is set. Slots the tables still give to a reachable master that lost
+// them from its own table go back to it first (reclaim.go).
 func (p *planner) fillSlots() []Step {
 	var unassigned []int
 	for s := range NumSlots {
@@ -18,6 +19,9 @@ func (p *planner) fillSlots() []Step {
 	}
 	if len(unassigned) == 0 {
 		return nil
+	}
+	if steps := p.reclaimSteps(unassigned); len(steps) > 0 { // reclaim.go
+		return steps
 	}
 	if !p.allReachable {
 		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before assigning them", len(unassigned))

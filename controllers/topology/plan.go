@@ -15,6 +15,10 @@ const (
 	// StepAddSlots: CLUSTER ADDSLOTSRANGE Slots on Node (slots nobody owns; spec: "Hash slots
 	// configuration propagation").
 	StepAddSlots StepKind = "AddSlots"
+	// StepReclaim: CLUSTER ADDSLOTSRANGE Slots on Node, a master that lost them from its own
+	// table while every other table still names it their owner (reclaim.go); refused when
+	// another master holds keys in them.
+	StepReclaim StepKind = "Reclaim"
 	// StepSetEpoch: CLUSTER SET-CONFIG-EPOCH Epoch on a fresh master, before it meets others,
 	// so masters start with distinct epochs (spec: "configEpoch conflicts resolution").
 	StepSetEpoch StepKind = "SetConfigEpoch"
