@@ -98,25 +98,21 @@ func (e *Engine) runStep(ctx context.Context, c *conns, view *ClusterView, s Ste
 	}
 	log := e.log.WithValues("step", string(s.Kind))
 	switch s.Kind {
-	case StepAddSlots:
+	case StepAddSlots, StepReclaim:
 		args := []any{"CLUSTER", "ADDSLOTSRANGE"}
 		for _, r := range s.Slots {
 			args = append(args, r.Start, r.End)
 		}
-		if err := e.checkNoKeys(ctx, c, view, s.Slots, nil); err != nil {
+		// A reclaimed slot's keys are on its owner, n; keys on any other master stop both.
+		var owner *NodeView
+		msg := "Assigning slots"
+		if s.Kind == StepReclaim {
+			owner, msg = n, "Reclaiming slots the other nodes say this master owns"
+		}
+		if err := e.checkNoKeys(ctx, c, view, s.Slots, owner); err != nil {
 			return err
 		}
-		log.Info("Assigning slots", "node", s.Node, "slots", FormatRanges(s.Slots))
-		return e.do(ctx, c, n, args...)
-	case StepReclaim:
-		args := []any{"CLUSTER", "ADDSLOTSRANGE"}
-		for _, r := range s.Slots {
-			args = append(args, r.Start, r.End)
-		}
-		if err := e.checkNoKeys(ctx, c, view, s.Slots, n); err != nil {
-			return err
-		}
-		log.Info("Reclaiming slots the other nodes say this master owns", "node", s.Node, "slots", FormatRanges(s.Slots))
+		log.Info(msg, "node", s.Node, "slots", FormatRanges(s.Slots))
 		return e.do(ctx, c, n, args...)
 	case StepSetEpoch:
 		log.V(1).Info("Setting config epoch", "node", s.Node, "epoch", s.Epoch)
