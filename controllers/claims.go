@@ -86,3 +86,25 @@ func claimOrdinal(rc, name string) (shard, ordinal int, ok bool) {
 	}
 	return resources.PodOrdinal(rc, pod)
 }
+
+// freshVolumes reports whether no pod of the cluster can hold cluster state
+// from an earlier life (topology.Desired.Fresh): it is not restored from a
+// backup, and every claim of it was created at or after the RedisCluster
+// (a claim an earlier cluster of the same name retained is older). The
+// claims come from the cache of the operator's children.
+func (r *RedisClusterReconciler) freshVolumes(ctx context.Context, s *scope) (bool, error) {
+	if s.rc.Spec.Bootstrap != nil {
+		return false, nil
+	}
+	var list corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.rc.Namespace),
+		client.MatchingLabels{resources.LabelCluster: s.rc.Name, resources.LabelManagedBy: resources.ManagedBy}); err != nil {
+		return false, fmt.Errorf("listing claims: %w", err)
+	}
+	for _, pvc := range list.Items {
+		if pvc.CreationTimestamp.Before(&s.rc.CreationTimestamp) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -45,6 +45,13 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 	if len(up) == 0 {
 		return ctrl.Result{}, false, nil
 	}
+	if !s.obs.FormedBefore {
+		fresh, err := r.freshVolumes(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		s.fresh = fresh
+	}
 	eng := r.engine(s, s.password)
 	desired := s.desired()
 

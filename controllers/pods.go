@@ -331,7 +331,7 @@ func (s *shardPods) spec() topology.ShardSpec {
 		case p.Up:
 			out.Nodes = append(out.Nodes, p.endpoint())
 		case p.IP == "":
-			out.Nodes = append(out.Nodes, topology.Endpoint{Name: p.Name, Down: p.State})
+			out.Nodes = append(out.Nodes, topology.Endpoint{Name: p.Name, Down: p.State, Node: p.Node, Zone: p.Zone})
 		default:
 			ep := p.endpoint()
 			ep.Down = p.State

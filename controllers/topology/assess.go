@@ -321,27 +321,46 @@ func (a *assessment) chooseMasters() {
 		return
 	}
 	placed, dims, inUse := spreadDomains(a.desired)
-	chosen := make([]Endpoint, 0, len(owning)+len(empty))
+	chosen := make([]Endpoint, 0, len(owning))
 	for _, name := range owning {
 		chosen = append(chosen, placed[name])
 	}
-	pick := make([]int, len(empty)) // index into options[i] of each empty shard's choice
+	placedOptions := make([][]Endpoint, len(options))
+	for i, cands := range options {
+		for _, n := range cands {
+			placedOptions[i] = append(placedOptions[i], placed[n.Endpoint.Name])
+		}
+	}
+	pick := pickSpread(dims, inUse, chosen, placedOptions, combinations)
+	for i, sh := range empty {
+		n := options[i][pick[i]]
+		sh.masterID, sh.master = n.ID, n
+	}
+}
+
+// pickSpread returns, for each shard of options (its candidate endpoints, in endpoint
+// order), the index of the candidate that spreads the masters best given those already
+// chosen: every combination when there are at most maxSpreadCombinations (combinations is
+// their count, capped above it), else each shard in turn taking its best given those
+// before. Without dims (placement not known everywhere) each shard takes its first.
+func pickSpread(dims []spreadDim, inUse []int, chosen []Endpoint, options [][]Endpoint, combinations int) []int {
+	pick := make([]int, len(options))
 	if len(dims) > 0 && combinations <= maxSpreadCombinations {
 		var best []int
 		var bestScore spreadScore
-		cur := make([]int, len(empty))
+		cur := make([]int, len(options))
 		masters := slices.Clone(chosen)
 		var try func(i int)
 		try = func(i int) {
-			if i == len(empty) {
+			if i == len(options) {
 				if s := score(spreadLoads(dims, inUse, masters)); best == nil || s.less(bestScore) {
 					best, bestScore = slices.Clone(cur), s
 				}
 				return
 			}
-			for j, n := range options[i] {
+			for j, ep := range options[i] {
 				cur[i] = j
-				masters = append(masters, placed[n.Endpoint.Name])
+				masters = append(masters, ep)
 				try(i + 1)
 				masters = masters[:len(masters)-1]
 			}
@@ -350,21 +369,18 @@ func (a *assessment) chooseMasters() {
 		pick = best
 	} else if len(dims) > 0 {
 		masters := slices.Clone(chosen)
-		for i := range empty {
+		for i := range options {
 			var bestScore spreadScore
-			for j, n := range options[i] {
-				s := score(spreadLoads(dims, inUse, append(masters[:len(masters):len(masters)], placed[n.Endpoint.Name])))
+			for j, ep := range options[i] {
+				s := score(spreadLoads(dims, inUse, append(masters[:len(masters):len(masters)], ep)))
 				if j == 0 || s.less(bestScore) {
 					pick[i], bestScore = j, s
 				}
 			}
-			masters = append(masters, placed[options[i][pick[i]].Endpoint.Name])
+			masters = append(masters, options[i][pick[i]])
 		}
 	}
-	for i, sh := range empty {
-		n := options[i][pick[i]]
-		sh.masterID, sh.master = n.ID, n
-	}
+	return pick
 }
 
 // maxSpreadCombinations bounds the candidate combinations chooseMasters tries all of: 4096

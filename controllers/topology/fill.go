@@ -54,8 +54,18 @@ func (p *planner) fillSlots() []Step {
 			return nil
 		}
 	}
-	targets := p.evenTargets()
 	give := make([][]int, len(p.shards))
+	if blocks := canonicalBlocks(len(p.shards)); isolated && p.desired.Fresh && p.ownBlocks(blocks) {
+		// The blocks early.go gives the masters that were up first: every shard gets its
+		// own, whichever came first.
+		for i, b := range blocks {
+			if p.slotCount[p.shards[i].masterID] == 0 {
+				give[i] = expand([]SlotRange{b})
+			}
+		}
+		return p.addSlotSteps(give)
+	}
+	targets := p.evenTargets()
 	count := make([]int, len(p.shards))
 	for i, sh := range p.shards {
 		count[i] = p.slotCount[sh.masterID]
@@ -78,6 +88,28 @@ func (p *planner) fillSlots() []Step {
 		give[best] = append(give[best], unassigned[next])
 		count[best]++
 	}
+	return p.addSlotSteps(give)
+}
+
+// ownBlocks reports whether every shard's master that owns slots owns exactly its block.
+func (p *planner) ownBlocks(blocks []SlotRange) bool {
+	for i, sh := range p.shards {
+		if p.slotCount[sh.masterID] == 0 {
+			continue
+		}
+		if sh.master == nil {
+			return false
+		}
+		if own := sh.master.OwnSlots().Ranges(); len(own) != 1 || own[0] != blocks[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// addSlotSteps assigns give[i] to shard i's master, with its config epoch (i + 1) when it
+// has met no other node yet.
+func (p *planner) addSlotSteps(give [][]int) []Step {
 	var steps []Step
 	for i, sh := range p.shards {
 		if len(give[i]) == 0 {

@@ -161,17 +161,33 @@ func (p *planner) wait(format string, args ...any) {
 
 func (p *planner) err() error { return errors.Join(p.blockers...) }
 
+// isolated reports whether no reachable node knows another: none has met any yet.
+func (p *planner) isolated() bool {
+	for _, n := range p.reachable() {
+		if len(n.Known) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *planner) plan() ([]Step, error) {
 	if len(p.reachable()) == 0 {
 		p.block(ErrNotReady, "no node is reachable")
 		return nil, p.err()
 	}
-	if !p.allReachable && len(p.slotCount) == 0 {
+	if !p.allReachable && (len(p.slotCount) == 0 || p.desired.Fresh && p.isolated()) {
 		// A cluster not formed yet is formed with every node at once: the masters get their
 		// distinct config epochs before the first MEET, and no node that may hold slots
-		// from an earlier life is left out.
-		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before assigning them", NumSlots)
-		return nil, p.err()
+		// from an earlier life is left out. Only a fresh cluster's masters get their slots
+		// before (early.go).
+		steps := p.earlySlots()
+		assigned := 0
+		for _, c := range p.slotCount {
+			assigned += c
+		}
+		p.block(ErrNotReady, "%d slots have no owner; waiting for every node to be reachable before the nodes meet", NumSlots-assigned)
+		return steps, p.err()
 	}
 	// The phases run in this order; each lives in the file named after it.
 	phases := []func() []Step{

@@ -78,6 +78,13 @@ type Desired struct {
 	// instead of being assigned as on a new cluster, unless AllowDataLoss is set. A cluster
 	// whose every node came back empty is never re-bootstrapped silently.
 	Formed bool
+	// Fresh says no node can hold cluster state from an earlier life: the cluster never
+	// formed and every data volume was made for it (the controller compares the claims'
+	// creation with the RedisCluster's). A fresh cluster's masters get their slots and config
+	// epochs as soon as each is up (early.go), not once every node is: Redis turns a master's
+	// cluster_state ok only min(cluster-node-timeout, 5 s) after it last saw itself in a
+	// minority of the masters, which a master without slots is, except in its first 2 s.
+	Fresh bool
 	// HoldSpread stops the planned failovers that spread masters over zones and nodes
 	// (spreadSteps), e.g. while a rolling update moves masters itself or a failover has
 	// just happened. The masters of new shards are still chosen spread: that choice costs
