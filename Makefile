@@ -129,11 +129,11 @@ bench: ## Benchmarks, ending with one table: resharding engine vs redis-cli (idl
 	@$(MAKE) --no-print-directory bench-table
 
 .PHONY: bench-ready
-bench-ready: ## apply→Ready of 3×1, 5×1 and 10×2 on the local plane (the kubelet with containerd), median of 3, with where the time goes (pods scheduled, running, Redis up, MEET, replicas synced) and a pod's bound→Ready median.
+bench-ready: images ## apply→Ready of 3×1, 5×1 and 10×2 on the local plane (the kubelet with containerd; the operator image of this checkout), median of 3, with where the time goes (pods scheduled, running, Redis up, MEET, replicas synced) and a pod's bound→Ready median.
 	go test -tags e2e -run '^$$' -bench ApplyToReady -benchtime 3x -timeout 45m ./test/e2e/
 
 .PHONY: bench-failover
-bench-failover: ## A 3×1 master lost under writes, 5 times by pod deletion and 5 by killing redis-server: time to the first write on its slots and to Ready.
+bench-failover: images ## A 3×1 master lost under writes, 5 times by pod deletion and 5 by killing redis-server: time to the first write on its slots and to Ready.
 	go test -tags e2e -run '^$$' -bench Failover -benchtime 1x -timeout 30m ./test/e2e/
 
 .PHONY: bench-table
