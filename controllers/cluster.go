@@ -50,7 +50,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, s *scope
 		if err != nil {
 			return ctrl.Result{}, true, err
 		}
-		s.fresh = fresh
+		s.obs.Fresh = fresh
 	}
 	eng := r.engine(s, s.password)
 	desired := s.desired()

@@ -29,9 +29,6 @@ type scope struct {
 	log      logr.Logger
 
 	obs status.Observation
-	// fresh: the cluster never formed and no volume of it predates it
-	// (freshVolumes), so its masters get slots as soon as each is up.
-	fresh bool
 
 	// password is the live password (from the owned Secret), "" without
 	// auth; passwordKnown is false when it could not be determined, and
@@ -144,7 +141,7 @@ func (s *scope) desired() topology.Desired {
 		ReplicasPerShard: int(s.rc.Spec.ReplicasPerShard),
 		AllowDataLoss:    s.rc.Spec.LostShardPolicy == cachev1beta1.LostShardReassign,
 		Formed:           s.obs.FormedBefore,
-		Fresh:            s.fresh,
+		Fresh:            s.obs.Fresh,
 	}
 	for _, sh := range s.shards {
 		spec := sh.spec()

@@ -71,6 +71,10 @@ type Observation struct {
 	// FormedBefore), so slots without an owner are lost data, not a
 	// cluster to bootstrap.
 	FormedBefore bool
+	// Fresh: the cluster never formed and no volume of it predates it
+	// (topology.Desired.Fresh), so its masters get slots while other pods
+	// still start: slots assigned then are bootstrap too.
+	Fresh bool
 	// LostBefore is the message of the ShardLost verdict the status held
 	// when the pass began ("" if none): a pass that cannot judge the loss
 	// (the engine did not run) keeps it rather than flapping to another
@@ -218,10 +222,25 @@ type Topology struct {
 }
 
 // Formed reports whether the cluster has ever been set up: status says
-// so, or some slot is assigned now. Before that, missing pods and
+// so, or some slot is assigned now (for a fresh cluster, whose masters get
+// theirs as each pod comes up: every slot, and the nodes have met). Before that, missing pods and
 // unassigned slots are bootstrap, not degradation.
 func (o *Observation) Formed() bool {
-	return o.FormedBefore || (o.Topology != nil && o.Topology.SlotsAssigned > 0)
+	if o.FormedBefore || o.Topology == nil {
+		return o.FormedBefore
+	}
+	if o.Fresh {
+		return o.Topology.assembled()
+	}
+	return o.Topology.SlotsAssigned > 0
+}
+
+// assembled reports whether every slot has an owner and the nodes have
+// met (a node knows another): what status.formedTime records. A fresh
+// cluster's masters own all the slots before they meet when they come up
+// before their replicas.
+func (t *Topology) assembled() bool {
+	return t.SlotsAssigned == topology.NumSlots && t.KnownNodes > 1
 }
 
 // conditionResult is one computed condition.
@@ -597,7 +616,7 @@ func Apply(rc *cachev1beta1.RedisCluster, o *Observation, now time.Time, succeed
 		if MigrationUnfinished(t.Migration) {
 			rc.Status.Migration = t.Migration
 		}
-		if rc.Status.FormedTime == nil && t.SlotsAssigned == topology.NumSlots {
+		if rc.Status.FormedTime == nil && t.assembled() {
 			rc.Status.FormedTime = &metav1.Time{Time: now}
 		}
 	} else {

@@ -545,3 +545,27 @@ func TestNotReadyWhileNodesCatchUp(t *testing.T) {
 		})
 	}
 }
+
+// A fresh cluster's masters get their slots while its replicas still start, before any node
+// met another: that is bootstrap (no Degraded, no formedTime) until every slot has an owner
+// and the nodes have met.
+func TestFreshClusterMastersUpFirst(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rc := &cachev1beta1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}, Spec: cachev1beta1.RedisClusterSpec{Shards: 3, ReplicasPerShard: 1}}
+	for _, assigned := range []int{5462, topology.NumSlots} {
+		o := healthyObservation()
+		o.Fresh = true
+		o.Pods = Pods{Expected: 6, Ready: 3, NotReady: []string{"c-shard-0-1", "c-shard-1-1", "c-shard-2-1"}}
+		o.Topology.Converged, o.Topology.StateOK, o.Topology.KnownNodes, o.Topology.SlotsAssigned = false, false, 1, assigned
+		Apply(rc, &o, t0, true)
+		if rc.Status.Phase == cachev1beta1.PhaseDegraded || rc.Status.FormedTime != nil {
+			t.Fatalf("%d slots on masters that met no one: phase %s, formedTime %v; want bootstrap, none", assigned, rc.Status.Phase, rc.Status.FormedTime)
+		}
+	}
+	o := healthyObservation()
+	o.Fresh = true
+	Apply(rc, &o, t0.Add(time.Minute), true)
+	if rc.Status.FormedTime == nil || rc.Status.Phase != cachev1beta1.PhaseReady {
+		t.Fatalf("met and covered: phase %s, formedTime %v", rc.Status.Phase, rc.Status.FormedTime)
+	}
+}
