@@ -16,6 +16,9 @@ import (
 	"github.com/redis-operator/redis-operator/controllers/resources"
 )
 
+// slowlogExposes is why the slow log's keys need read access to the password.
+const slowlogExposes = "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run"
+
 // dataAccessChecks: what exposes an existing cluster's keys is reading
 // them, which the cluster's password (its auth Secret) guards, so on an
 // update the user must be allowed to get that Secret (and, with TLS, the
@@ -72,8 +75,8 @@ func dataAccessChecks(old, obj *cachev1beta1.RedisCluster) []accessCheck {
 	// In this order, so that the refusal names the same field each time
 	// (a map's order changes from one request to the next).
 	for _, c := range []struct{ key, what string }{
-		{"slowlog-log-slower-than", "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run"},
-		{"slowlog-max-len", "the slow log keeps commands with their arguments (keys and values) for SLOWLOG GET, which the exporter's user may run"},
+		{"slowlog-log-slower-than", slowlogExposes},
+		{"slowlog-max-len", slowlogExposes},
 		{"notify-keyspace-events", "keyspace notifications publish the name of every key written to whoever may subscribe, beyond their own key patterns"},
 	} {
 		if obj.Spec.Config[c.key] != old.Spec.Config[c.key] {

@@ -223,8 +223,8 @@ type Topology struct {
 
 // Formed reports whether the cluster has ever been set up: status says
 // so, or some slot is assigned now (for a fresh cluster, whose masters get
-// theirs as each pod comes up: every slot, and the nodes have met). Before that, missing pods and
-// unassigned slots are bootstrap, not degradation.
+// theirs as each pod comes up: every slot, and the nodes have met). Before
+// that, missing pods and unassigned slots are bootstrap, not degradation.
 func (o *Observation) Formed() bool {
 	if o.FormedBefore || o.Topology == nil {
 		return o.FormedBefore
