@@ -32,7 +32,8 @@ type Options struct {
 	Images []Image
 	// Jobs is how many images are made at once (2 when zero).
 	Jobs int
-	// Logf prints progress lines.
+	// Logf prints progress lines; Build calls it from one goroutine per
+	// image, so it must be safe for concurrent use.
 	Logf func(format string, args ...any)
 }
 

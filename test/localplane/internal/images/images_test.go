@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -131,9 +132,15 @@ func TestBuildPushesToTheRegistry(t *testing.T) {
 			picked = append(picked, img)
 		}
 	}
-	var lines []string
+	// Build logs from one goroutine per image.
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
 	o := Options{BinDir: binDir, Dir: filepath.Join(dir, "cache"), Images: picked,
 		Logf: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
 			lines = append(lines, strings.Join(strings.Fields(fmt.Sprintf(format, args...))[1:3], " "))
 		}}
 	ctx := context.Background()
