@@ -8,14 +8,15 @@ import (
 // reclaimSteps gives back slots that a reachable master no longer claims in its own table
 // while every other reachable table that names an owner for them names that master: the
 // slot lost its owner in one place only, the owner's own view. Seen on Redis 7.0 while
-// moving a leaving master's last slots: the emptied source turns into the target's replica
-// (cluster-allow-replica-migration), and the target dropped a slot from its own table; the
-// others kept the target as its owner, gossip never tells a node about its own slots, so
-// the target reported cluster_state:fail (CLUSTERDOWN for all its slots) until someone
-// assigned the slot again. Without this phase the slot is unowned: a new cluster's fill
-// hands it to whichever shard is short, and a formed cluster reports it lost and waits for
-// a person. The owner keeps its keys in it; keys of it on any other master make the step
-// refuse (checkNoKeys).
+// moving a leaving master's last slots, most likely because the target had kept an "owner
+// not claiming" mark on the slot (moveSlots, TestStaleClaimAfterImport): the source's last
+// claim took the slot back, the emptied source turned into the target's replica and was
+// forgotten. The others kept the target as its owner, and gossip never tells a node about
+// its own slots, so the target reported cluster_state:fail (CLUSTERDOWN for all its slots)
+// until someone assigned the slot again. Without this phase the slot is unowned: a new
+// cluster's fill hands it to whichever shard is short, and a formed cluster reports it lost
+// and waits for a person. Keys the owner still holds in it stay (Redis deleted those the
+// stale claim found); keys of it on any other master make the step refuse (checkNoKeys).
 func (p *planner) reclaimSteps(unassigned []int) []Step {
 	var open SlotSet
 	for _, s := range unassigned {

@@ -1,0 +1,180 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redis-operator/redis-operator/test/redistest"
+)
+
+// TestStaleClaimAfterImport shows why moveSlots never tells the other masters a slot's new
+// owner by CLUSTER SETSLOT NODE (the spec's optional last step), on real servers: a master
+// A gives up a slot and pings master C without it while C still names A, so C marks the slot
+// "owner not claiming". C then learns the new owner B:
+//   - by command (what telling the other masters does, if A's ping arrived first): on Redis
+//     7.0.13–7.0.15 and 7.2.0–7.2.3 C keeps the mark (redis/redis#12564). When the slot later
+//     moves to C, a ping B sent before its own SETSLOT NODE, read by C after C took the slot,
+//     takes the slot back to B whatever the config epochs, and C deletes the moved keys.
+//   - by gossip (what the engine leaves it to): the mark is cleared, C keeps the slot and the
+//     keys on every version.
+//
+// B's late ping is made certain by holding C in DEBUG SLEEP, pipelined with its SETSLOT NODE,
+// while B pings it; on a busy machine the same ping is only late by chance.
+func TestStaleClaimAfterImport(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, redistest.Options{OwnAddress: true, NodeTimeout: 5 * time.Second,
+		Extra: []string{"enable-debug-command yes"}}, Options{})
+	_, d := c.form(3, 1)
+	a, b, cc := c.node("s0-0"), c.node("s1-0"), c.node("s2-0")
+	v := c.observe(d)
+	idB, idC := v.Node("s1-0").ID, v.Node("s2-0").ID
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := c.client(d)
+	// Two hash tags whose slots A owns.
+	var tags []string
+	var slots []int
+	for i := 0; len(tags) < 2; i++ {
+		tag := fmt.Sprintf("{stale%d}", i)
+		if s := int(cl.ClusterKeySlot(ctx, tag).Val()); v.Node("s0-0").OwnSlots().Has(s) && (len(slots) == 0 || slots[0] != s) {
+			tags, slots = append(tags, tag), append(slots, s)
+		}
+	}
+	info := fmt.Sprint(cc.Do("INFO", "server"))
+	affected := keepsStaleMark(info)
+	t.Logf("%s: keeps the mark: %v", serverVersion(info), affected)
+	// pingInterval: each node pings every other at least this often (node timeout / 2).
+	const pingInterval = 2500 * time.Millisecond
+
+	// 1. C told by command.
+	tag, slot := tags[0], slots[0]
+	mustOK(t, a.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
+	time.Sleep(pingInterval + time.Second) // A's ping without the slot reaches C
+	mustOK(t, cc.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
+	mustOK(t, b.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
+	kept, owner := importWithLateClaim(t, cl, b, cc, idB, idC, tag, slot)
+	if affected && (kept != 0 || owner != idB) {
+		t.Errorf("told by command: C kept %d keys and names %s the owner; on this version it was expected to lose them to B (%s): the reason for not telling the other masters is gone", kept, owner, idB)
+	}
+	if !affected && (kept != staleKeys || owner != idC) {
+		t.Errorf("told by command: C kept %d of %d keys and names %s the owner, want all and itself (%s)", kept, staleKeys, owner, idC)
+	}
+
+	// 2. C learns by gossip: the engine moves the slot from A to B while C cannot hear B,
+	// so that A's ping without the slot reaches C first; C is not told by command.
+	tag, slot = tags[1], slots[1]
+	heal := redistest.Cut(t, b, cc)
+	conns := c.engine.newConns()
+	defer conns.close()
+	if err := c.engine.moveSlots(ctx, conns, v.Node("s0-0"), v.Node("s1-0"), []int{slot}, c.engine.pace(nil), &tracker{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(pingInterval + time.Second)
+	if o := ownerIn(t, cc, slot); o != v.Node("s0-0").ID {
+		t.Fatalf("C names %s the owner of slot %d while it cannot hear B: told by command, not by gossip", o, slot)
+	}
+	heal()
+	waitFor(t, 20*time.Second, "C to learn B's slot from B", func() bool { return ownerIn(t, cc, slot) == idB })
+	if kept, owner := importWithLateClaim(t, cl, b, cc, idB, idC, tag, slot); kept != staleKeys || owner != idC {
+		t.Fatalf("learned by gossip: C kept %d of %d keys and names %s the owner, want all and itself (%s)", kept, staleKeys, owner, idC)
+	}
+}
+
+const staleKeys = 10
+
+// importWithLateClaim writes staleKeys keys with tag through B, moves slot from B to C by
+// the live resharding order with C held in DEBUG SLEEP before its SETSLOT NODE (B pings it
+// meanwhile, still claiming the slot), then finishes on B. It returns the keys C holds in
+// the slot a moment later and the owner C's own table gives it.
+func importWithLateClaim(t *testing.T, cl *redis.ClusterClient, b, cc *redistest.Node, idB, idC, tag string, slot int) (int, string) {
+	t.Helper()
+	ctx := context.Background()
+	keys := make([]any, staleKeys)
+	for i := range keys {
+		k := fmt.Sprintf("k%d%s", i, tag)
+		keys[i] = k
+		if err := cl.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustOK(t, cc.Do("CLUSTER", "SETSLOT", slot, "IMPORTING", idB))
+	mustOK(t, b.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", idC))
+	mustOK(t, b.Do(append([]any{"MIGRATE", cc.IP(), cc.Port(), "", 0, 5000, "KEYS"}, keys...)...))
+	pipe := cc.Client().Pipeline()
+	pipe.Do(ctx, "DEBUG", "SLEEP", 3)
+	pipe.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", idC)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, b.Do("CLUSTER", "SETSLOT", slot, "NODE", idC))
+	time.Sleep(time.Second)
+	n, err := cc.Client().ClusterCountKeysInSlot(ctx, slot).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n), ownerIn(t, cc, slot)
+}
+
+// ownerIn is the node ID n's own CLUSTER NODES gives slot, "" for none.
+func ownerIn(t *testing.T, n *redistest.Node, slot int) string {
+	t.Helper()
+	out, err := n.Client().ClusterNodes(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ParseClusterNodes(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if slotIn(r.Slots, slot) {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+func mustOK(t *testing.T, reply any) {
+	t.Helper()
+	if fmt.Sprint(reply) != "OK" {
+		t.Fatalf("reply %v, want OK", reply)
+	}
+}
+
+// serverVersion is "redis 7.0.15" or "valkey 8.1.1" from INFO server.
+func serverVersion(info string) string {
+	kv := parseKV(info)
+	if v := kv["valkey_version"]; v != "" {
+		return "valkey " + v
+	}
+	return "redis " + kv["redis_version"]
+}
+
+// keepsStaleMark reports whether the server is a Redis that keeps the "owner not claiming"
+// mark across CLUSTER SETSLOT NODE: 7.0.13–7.0.15 and 7.2.0–7.2.3 (redis/redis#12344
+// without #12564). Valkey forked after the fix.
+func keepsStaleMark(info string) bool {
+	kv := parseKV(info)
+	if kv["valkey_version"] != "" || kv["server_name"] == "valkey" {
+		return false
+	}
+	parts := strings.Split(kv["redis_version"], ".")
+	if len(parts) != 3 {
+		return false
+	}
+	minor, _ := strconv.Atoi(parts[1])
+	patch, _ := strconv.Atoi(parts[2])
+	switch parts[0] + "." + strconv.Itoa(minor) {
+	case "7.0":
+		return patch >= 13
+	case "7.2":
+		return patch <= 3
+	}
+	return false
+}
