@@ -341,8 +341,15 @@ func (g *leavingGuard) run(ctx context.Context, password string) {
 		}
 		if !stsGone && !g.c.statefulSetExists(g.shard) {
 			stsGone = true
-			for id, what := range busy {
-				g.add(fmt.Sprintf("%s: StatefulSet %s deleted while its node %s said %s", now, g.shard, id, what))
+			for id := range busy {
+				// Ask the leaving node again: what it said at the top of
+				// this round may be older than the deletion (the round
+				// asks every other node first, one of them perhaps just
+				// killed).
+				report(leavingIP[id])
+				if what, still := busy[id]; still {
+					g.add(fmt.Sprintf("%s: StatefulSet %s deleted while its node %s said %s", now, g.shard, id, what))
+				}
 			}
 		}
 		select {
