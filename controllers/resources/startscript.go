@@ -52,6 +52,13 @@ const handoverRefused = "3"
 // timeout after CLUSTER REPLICATE, and saves nodes.conf then, so a master
 // killed right after its replica synced (at once with
 // repl-diskless-sync-max-replicas) still lists it as an empty master. Of
+// When nodes.conf lists no replica of this node, handover also asks each
+// other master with slots listed there for CLUSTER NODES and takes the
+// nodes it names as this node's replicas: a node saves nodes.conf without
+// the peers whose handshake is not done, and a replica syncs from its
+// master before that (seen under CI load three seconds after the cluster
+// formed: the start went on without the replica, and 520 acknowledged
+// writes were lost). Of
 // those whose own CLUSTER NODES says they replicate this node, are not in
 // a full sync (master_sync_in_progress:0) and have
 // data (master_repl_offset > 0), it picks the one with the highest offset
@@ -139,6 +146,14 @@ handover() {
   patience=$(((t * 2 + 999) / 1000)); [ "$patience" -ge 2 ] || patience=2; [ "$patience" -le $((w / 1000)) ] || patience=$((w / 1000))
   i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; said=""; handed=""; unsure=""; others=""; t0=$(date +%s)
   masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
+  if ! printf '%s\n' $cands | grep -q ',1$'; then
+    for a in $masters; do
+      for r in $(rcli "${a%:*}" "${a##*:}" CLUSTER NODES | awk -v me="$me" '$4 == me && $3 !~ /fail|noaddr|handshake/ { split($2, x, "@"); print x[1] }'); do
+        printf '%s\n' $cands | grep -q "^$r," && continue
+        cands="$cands $r,1"; echo "start: $r replicates $me in the table of $a; this node's nodes.conf does not list it" >&2
+      done
+    done
+  fi
   while [ "$i" -lt "$n" ]; do
     if [ "$i" -ge "$pick" ]; then
       best=""; bestoff=0; followers=""; unsure=""; others=""
