@@ -438,8 +438,14 @@ func (e *Engine) moveStep(ctx context.Context, c *conns, view *ClusterView, m St
 	if err != nil {
 		return err
 	}
+	var others []*NodeView
+	for _, n := range view.Nodes {
+		if n.Reachable() && n.IsMaster() && n != src && n != dst && n.OwnSlots().Len() > 0 {
+			others = append(others, n)
+		}
+	}
 	e.log.Info("Migrating slots", "from", src.Endpoint.Name, "to", dst.Endpoint.Name, "slots", FormatRanges(m.Slots), "reason", m.Reason)
-	return e.moveSlots(ctx, c, src, dst, expand(m.Slots), pace, tr)
+	return e.moveSlots(ctx, c, src, dst, others, expand(m.Slots), pace, tr)
 }
 
 // selfRecord reads a node's own CLUSTER NODES entry now.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,26 +21,14 @@ import (
 //  2. CLUSTER SETSLOT <slot> MIGRATING <dst-id> on src;
 //  3. CLUSTER GETKEYSINSLOT + MIGRATE ... KEYS on src until the slots are empty, without
 //     REPLACE (see drainKeys);
-//  4. CLUSTER SETSLOT <slot> NODE <dst-id> on dst, then on src.
-//
-// The other masters are not told by command (the spec's optional last step): they learn the
-// new owner from dst, which bumps its config epoch and pings every node as it takes the slot.
-// On Redis 7.0.13–7.0.15 and 7.2.0–7.2.3 a command that sets a slot's owner keeps a mark the
-// gossip left, "owner not claiming" (set when the former owner pinged without the slot; only
-// a change learned from gossip clears it, redis/redis#12564, fixed in 7.2.4). A master that
-// keeps that mark gives the slot to any node that still claims it, whatever the config
-// epochs, and deletes its own keys in it (clusterUpdateSlotsConfigWith's dirty slots). Had a
-// master learned a slot's owner from this step after the former owner's ping, it would keep
-// the mark; if that slot later moved to it, the previous owner's last claim, sent before its
-// own SETSLOT NODE, would take the slot back from it with its keys deleted
-// (TestStaleClaimAfterImport shows both on Redis 7.0.15).
+//  4. CLUSTER SETSLOT <slot> NODE <dst-id> on dst, then on src, then on the other masters.
 //
 // Each slot's current state is read first, so a half-done slot resumes where it stopped.
 // Cancelling ctx is honoured between MIGRATE chunks (each bounded in bytes): the slots of
 // the round in flight are then settled (settleRound) — finished where keys of theirs
 // already reached dst or none is left on src, rolled back otherwise — so no slot is left
 // open, and moveSlots returns ctx.Err().
-func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, slots []int, pace migratePace, tr *tracker) error {
+func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, others []*NodeView, slots []int, pace migratePace, tr *tracker) error {
 	srcSelf, err := e.selfRecord(ctx, c, src)
 	if err != nil {
 		return err
@@ -51,6 +40,17 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, sl
 	m := &move{c: c, src: src, dst: dst, srcSelf: srcSelf, dstSelf: dstSelf,
 		srcOwns: SlotSetOf(srcSelf.Slots...), dstOwns: SlotSetOf(dstSelf.Slots...), pace: pace,
 		chunks: newChunkSizer(pace, e.opts.MigrateBatchBytes, e.opts.MigrateRoundBytes)}
+	// Telling the other masters is optional (gossip spreads it too): at the full pace it
+	// overlaps the next round instead of delaying it; at the serving pace it comes once, when
+	// the move ends (migratePace.announceAtEnd).
+	var announced sync.WaitGroup
+	defer announced.Wait()
+	var unannounced []int
+	defer func() {
+		if len(unannounced) > 0 {
+			e.announce(ctx, c, others, dst.ID, unannounced)
+		}
+	}()
 	var counts []int64
 	if pace.emptyRoundsUpTo > pace.slotsPerRound {
 		srcCl, _ := m.clients()
@@ -68,6 +68,16 @@ func (e *Engine) moveSlots(ctx context.Context, c *conns, src, dst *NodeView, sl
 		round := slots[start:end]
 		start = end
 		keys, finished, err := e.moveRound(ctx, m, round)
+		switch {
+		case len(finished) > 0 && pace.announceAtEnd:
+			unannounced = append(unannounced, finished...)
+		case len(finished) > 0:
+			announced.Add(1)
+			go func() {
+				defer announced.Done()
+				e.announce(ctx, c, others, dst.ID, finished)
+			}()
+		}
 		tr.update(func(p *Progress) {
 			p.SlotsMoved += len(finished)
 			p.KeysMoved += keys
@@ -301,4 +311,34 @@ func (e *Engine) setStable(ctx context.Context, cl *redis.Client, name string, s
 		pipe.Do(cctx, "CLUSTER", "SETSLOT", s, "STABLE")
 	}
 	return execPipe(cctx, pipe, name)
+}
+
+// announce tells the other masters the new owner (step 6 of the live resharding order,
+// optional: gossip would spread it too, but this makes their MOVED replies right at once).
+// It also keeps them serving when a source gives up its last slots: the source turns into
+// the target's replica as soon as it hears the target's claim, and a master that learns that
+// role change before the claim drops the source's slots and reports cluster_state:fail
+// until the claim arrives (seen without this step in TestScaleOutAndIn/3-8-5 under load).
+// The price on Redis 7.0.13–7.0.15 and 7.2.0–7.2.3: a master that heard the source ping
+// without a slot before this command keeps an "owner not claiming" mark on it
+// (TestRedisKeepsStaleOwnerMark), which a later import of that slot into it can pay with
+// the moved keys; the window is the time between the source's finalize and this command.
+func (e *Engine) announce(ctx context.Context, c *conns, others []*NodeView, dstID string, round []int) {
+	var wg sync.WaitGroup
+	for _, o := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := e.cmdCtx(context.WithoutCancel(ctx))
+			defer cancel()
+			pipe := c.get(o.Endpoint.Addr).Pipeline()
+			for _, s := range round {
+				pipe.Do(cctx, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+			}
+			if _, err := pipe.Exec(cctx); err != nil {
+				e.log.V(1).Info("Other master not told the new owner; gossip will", "node", o.Endpoint.Name, "reason", err.Error())
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -25,6 +25,11 @@ type migratePace struct {
 	// a time.
 	chunkTime time.Duration
 	minChunk  int64 // with chunkTime, the fewest bytes a chunk (and a batch) is cut down to
+	// announceAtEnd tells the other masters the new owner of the move's slots once, when the
+	// move ends (gossip tells them sooner): every CLUSTER SETSLOT NODE makes a master rewrite
+	// and fsync its nodes.conf before it serves anyone again. Otherwise they are told each
+	// round's while the next round runs.
+	announceAtEnd bool
 }
 
 // pace is the pace of moves: as fast as Options allow (MigrateParallel, MigrateSlotsPerRound,
@@ -36,13 +41,14 @@ type migratePace struct {
 // cores of the benchmark's machine busy and tripled the writes' p99), in pipelined rounds of
 // servingSlotsPerRound slots instead of redis-cli's one, each chunk of MIGRATEs sized by how
 // long the source took to run the previous one (chunkSizer: servingChunkTime, never under
-// servingMinChunk, starting at servingRoundBytes). BenchmarkReshardUnderLoad
+// servingMinChunk, starting at servingRoundBytes), and the other masters are told the new
+// owner once, when the move ends (gossip tells them sooner). BenchmarkReshardUnderLoad
 // (docs/performance.md) compares it with redis-cli under 5 000 writes/s.
 func (e *Engine) pace(serving []string) migratePace {
 	if len(serving) > 0 {
 		return migratePace{parallel: servingParallel, slotsPerRound: servingSlotsPerRound,
 			emptyRoundsUpTo: servingSlotsPerRound, roundBytes: min(servingRoundBytes, e.opts.MigrateRoundBytes),
-			chunkTime: servingChunkTime, minChunk: servingMinChunk}
+			chunkTime: servingChunkTime, minChunk: servingMinChunk, announceAtEnd: true}
 	}
 	return migratePace{parallel: e.opts.MigrateParallel, slotsPerRound: e.opts.MigrateSlotsPerRound,
 		emptyRoundsUpTo: emptyRoundGrowth * e.opts.MigrateSlotsPerRound, roundBytes: e.opts.MigrateRoundBytes}

@@ -73,7 +73,7 @@ func TestServingClients(t *testing.T) {
 		t.Fatalf("serving clients: %v, want [busy]", serving)
 	}
 	if got, want := e.pace(serving), (migratePace{parallel: servingParallel, slotsPerRound: servingSlotsPerRound,
-		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime, minChunk: servingMinChunk}); got != want {
+		emptyRoundsUpTo: servingSlotsPerRound, roundBytes: servingRoundBytes, chunkTime: servingChunkTime, minChunk: servingMinChunk, announceAtEnd: true}); got != want {
 		t.Errorf("pace with busy serving: %+v, want %+v", got, want)
 	}
 	if got := e.servingClients(ctx, c, view, moves[1:]); len(got) != 0 {

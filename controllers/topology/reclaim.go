@@ -9,7 +9,7 @@ import (
 // while every other reachable table that names an owner for them names that master: the
 // slot lost its owner in one place only, the owner's own view. Seen on Redis 7.0 while
 // moving a leaving master's last slots, most likely because the target had kept an "owner
-// not claiming" mark on the slot (moveSlots, TestStaleClaimAfterImport): the source's last
+// not claiming" mark on the slot (announce, TestRedisKeepsStaleOwnerMark): the source's last
 // claim took the slot back, the emptied source turned into the target's replica and was
 // forgotten. The others kept the target as its owner, and gossip never tells a node about
 // its own slots, so the target reported cluster_state:fail (CLUSTERDOWN for all its slots)

@@ -13,22 +13,20 @@ import (
 	"github.com/redis-operator/redis-operator/test/redistest"
 )
 
-// TestStaleClaimAfterImport shows why moveSlots never tells the other masters a slot's new
-// owner by CLUSTER SETSLOT NODE (the spec's optional last step), on real servers: a master
-// A gives up a slot and pings master C without it while C still names A, so C marks the slot
-// "owner not claiming". C then learns the new owner B:
-//   - by command (what telling the other masters does, if A's ping arrived first): on Redis
-//     7.0.13–7.0.15 and 7.2.0–7.2.3 C keeps the mark (redis/redis#12564). When the slot later
-//     moves to C, a ping B sent before its own SETSLOT NODE, read by C after C took the slot,
-//     takes the slot back to B whatever the config epochs, and C deletes the moved keys.
-//   - by gossip (what the engine leaves it to): the mark is cleared, C keeps the slot and the
-//     keys on every version.
-//
-// B's late ping is made certain by holding C in DEBUG SLEEP, pipelined with its SETSLOT NODE,
-// while B pings it; on a busy machine the same ping is only late by chance.
-func TestStaleClaimAfterImport(t *testing.T) {
+// TestRedisKeepsStaleOwnerMark records, on real servers, the Redis behaviour behind the
+// known limitation of moveSlots' announce (docs/known-limitations.md): master A gives up a
+// slot and pings master C without it while C still names A, so C marks the slot "owner not
+// claiming". C is then told the new owner B by CLUSTER SETSLOT NODE. On Redis 7.0.13–7.0.15
+// and 7.2.0–7.2.3 C keeps the mark (redis/redis#12564): when the slot later moves to C, a
+// ping B sent before its own SETSLOT NODE, read by C after C took the slot, takes the slot
+// back to B whatever the config epochs, and C deletes the moved keys. Redis 8.0 and Valkey
+// 8.1 keep the slot and the keys. B's late ping is made certain by holding C in DEBUG SLEEP,
+// pipelined with its SETSLOT NODE, while B pings it; on a busy machine it is late by chance.
+// The test fails when a server behaves otherwise than its version says, so that the
+// limitation's list of versions stays true.
+func TestRedisKeepsStaleOwnerMark(t *testing.T) {
 	t.Parallel()
-	c := newTestCluster(t, redistest.Options{OwnAddress: true, NodeTimeout: 5 * time.Second,
+	c := newTestCluster(t, redistest.Options{NodeTimeout: 5 * time.Second,
 		Extra: []string{"enable-debug-command yes"}}, Options{})
 	_, d := c.form(3, 1)
 	a, b, cc := c.node("s0-0"), c.node("s1-0"), c.node("s2-0")
@@ -37,52 +35,30 @@ func TestStaleClaimAfterImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := c.client(d)
-	// Two hash tags whose slots A owns.
-	var tags []string
-	var slots []int
-	for i := 0; len(tags) < 2; i++ {
-		tag := fmt.Sprintf("{stale%d}", i)
-		if s := int(cl.ClusterKeySlot(ctx, tag).Val()); v.Node("s0-0").OwnSlots().Has(s) && (len(slots) == 0 || slots[0] != s) {
-			tags, slots = append(tags, tag), append(slots, s)
+	var tag string
+	var slot int
+	for i := 0; ; i++ {
+		tag = fmt.Sprintf("{stale%d}", i)
+		if slot = int(cl.ClusterKeySlot(ctx, tag).Val()); v.Node("s0-0").OwnSlots().Has(slot) {
+			break
 		}
 	}
 	info := fmt.Sprint(cc.Do("INFO", "server"))
 	affected := keepsStaleMark(info)
 	t.Logf("%s: keeps the mark: %v", serverVersion(info), affected)
-	// pingInterval: each node pings every other at least this often (node timeout / 2).
-	const pingInterval = 2500 * time.Millisecond
 
-	// 1. C told by command.
-	tag, slot := tags[0], slots[0]
 	mustOK(t, a.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
-	time.Sleep(pingInterval + time.Second) // A's ping without the slot reaches C
+	// Each node pings every other at least every node timeout / 2: A's ping without the
+	// slot reaches C.
+	time.Sleep(3500 * time.Millisecond)
 	mustOK(t, cc.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
 	mustOK(t, b.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
 	kept, owner := importWithLateClaim(t, cl, b, cc, idB, idC, tag, slot)
 	if affected && (kept != 0 || owner != idB) {
-		t.Errorf("told by command: C kept %d keys and names %s the owner; on this version it was expected to lose them to B (%s): the reason for not telling the other masters is gone", kept, owner, idB)
+		t.Errorf("C kept %d keys and names %s the owner; this version was expected to lose them to B (%s): update keepsStaleMark and docs/known-limitations.md", kept, owner, idB)
 	}
 	if !affected && (kept != staleKeys || owner != idC) {
-		t.Errorf("told by command: C kept %d of %d keys and names %s the owner, want all and itself (%s)", kept, staleKeys, owner, idC)
-	}
-
-	// 2. C learns by gossip: the engine moves the slot from A to B while C cannot hear B,
-	// so that A's ping without the slot reaches C first; C is not told by command.
-	tag, slot = tags[1], slots[1]
-	heal := redistest.Cut(t, b, cc)
-	conns := c.engine.newConns()
-	defer conns.close()
-	if err := c.engine.moveSlots(ctx, conns, v.Node("s0-0"), v.Node("s1-0"), []int{slot}, c.engine.pace(nil), &tracker{}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(pingInterval + time.Second)
-	if o := ownerIn(t, cc, slot); o != v.Node("s0-0").ID {
-		t.Fatalf("C names %s the owner of slot %d while it cannot hear B: told by command, not by gossip", o, slot)
-	}
-	heal()
-	waitFor(t, 20*time.Second, "C to learn B's slot from B", func() bool { return ownerIn(t, cc, slot) == idB })
-	if kept, owner := importWithLateClaim(t, cl, b, cc, idB, idC, tag, slot); kept != staleKeys || owner != idC {
-		t.Fatalf("learned by gossip: C kept %d of %d keys and names %s the owner, want all and itself (%s)", kept, staleKeys, owner, idC)
+		t.Errorf("C kept %d of %d keys and names %s the owner, want all and itself (%s): this version keeps the mark; update keepsStaleMark and docs/known-limitations.md", kept, staleKeys, owner, idC)
 	}
 }
 
