@@ -53,10 +53,11 @@ const handoverRefused = "3"
 // killed right after its replica synced (at once with
 // repl-diskless-sync-max-replicas) still lists it as an empty master. Of
 // When nodes.conf lists no replica of this node, handover also asks each
-// other master with slots listed there for CLUSTER NODES and takes the
-// nodes it names as this node's replicas: a node saves nodes.conf without
-// the peers whose handshake is not done, and a replica syncs from its
-// master before that (seen under CI load three seconds after the cluster
+// other master with slots listed there for CLUSTER NODES and takes every
+// node without slots it names as a candidate too: a node saves nodes.conf
+// without the peers whose handshake is not done, and a replica syncs from
+// its master before that, while the other masters may not have heard yet
+// that it is a replica (seen under CI load three seconds after the cluster
 // formed: the start went on without the replica, and 520 acknowledged
 // writes were lost). Of
 // those whose own CLUSTER NODES says they replicate this node, are not in
@@ -147,12 +148,15 @@ handover() {
   i=0; n=$((w / 500)); again=$(((retry * 2 + 500) / 500)); pick=0; best=""; said=""; handed=""; unsure=""; others=""; t0=$(date +%s)
   masters=$(awk '$3 ~ /master/ && $3 !~ /myself|fail|noaddr|handshake/ && NF > 8 { split($2, a, "@"); print a[1] }' "$nodes")
   if ! printf '%s\n' $cands | grep -q ',1$'; then
+    added=""
     for a in $masters; do
-      for r in $(rcli "${a%:*}" "${a##*:}" CLUSTER NODES | awk -v me="$me" '$4 == me && $3 !~ /fail|noaddr|handshake/ { split($2, x, "@"); print x[1] }'); do
-        printf '%s\n' $cands | grep -q "^$r," && continue
-        cands="$cands $r,1"; echo "start: $r replicates $me in the table of $a; this node's nodes.conf does not list it" >&2
+      for r in $(rcli "${a%:*}" "${a##*:}" CLUSTER NODES | awk -v me="$me" '$1 != me && $3 !~ /fail|noaddr|handshake/ && NF == 8 {
+        split($2, x, "@"); print x[1] "," ($4 == me) }'); do
+        printf '%s\n' $cands | grep -q "^${r%,*}," && continue
+        cands="$cands $r"; added="$added ${r%,*}"
       done
     done
+    [ -z "$added" ] || echo "start: nodes.conf lists no replica of $me; asking the nodes without slots that the other masters know:$added" >&2
   fi
   while [ "$i" -lt "$n" ]; do
     if [ "$i" -ge "$pick" ]; then
