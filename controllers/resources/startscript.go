@@ -51,7 +51,7 @@ const handoverRefused = "3"
 // became its replica only from a packet that node sends, up to half a node
 // timeout after CLUSTER REPLICATE, and saves nodes.conf then, so a master
 // killed right after its replica synced (at once with
-// repl-diskless-sync-max-replicas) still lists it as an empty master. Of
+// repl-diskless-sync-max-replicas) still lists it as an empty master.
 // When nodes.conf lists no replica of this node, handover also asks each
 // other master with slots listed there for CLUSTER NODES and takes every
 // node without slots it names as a candidate too: a node saves nodes.conf

@@ -43,9 +43,12 @@ func TestRedisKeepsStaleOwnerMark(t *testing.T) {
 			break
 		}
 	}
-	info := fmt.Sprint(cc.Do("INFO", "server"))
-	affected := keepsStaleMark(info)
-	t.Logf("%s: keeps the mark: %v", serverVersion(info), affected)
+	name, version, err := serverName(fmt.Sprint(cc.Do("INFO", "server")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	affected := keepsStaleMark(name, version)
+	t.Logf("%s: keeps the mark: %v", version, affected)
 
 	mustOK(t, a.Do("CLUSTER", "SETSLOT", slot, "NODE", idB))
 	// Each node pings every other at least every node timeout / 2: A's ping without the
@@ -123,33 +126,15 @@ func mustOK(t *testing.T, reply any) {
 	}
 }
 
-// serverVersion is "redis 7.0.15" or "valkey 8.1.1" from INFO server.
-func serverVersion(info string) string {
-	kv := parseKV(info)
-	if v := kv["valkey_version"]; v != "" {
-		return "valkey " + v
-	}
-	return "redis " + kv["redis_version"]
-}
-
-// keepsStaleMark reports whether the server is a Redis that keeps the "owner not claiming"
-// mark across CLUSTER SETSLOT NODE: 7.0.13–7.0.15 and 7.2.0–7.2.3 (redis/redis#12344
-// without #12564). Valkey forked after the fix.
-func keepsStaleMark(info string) bool {
-	kv := parseKV(info)
-	if kv["valkey_version"] != "" || kv["server_name"] == "valkey" {
-		return false
-	}
-	parts := strings.Split(kv["redis_version"], ".")
-	if len(parts) != 3 {
-		return false
-	}
-	minor, _ := strconv.Atoi(parts[1])
-	patch, _ := strconv.Atoi(parts[2])
-	switch parts[0] + "." + strconv.Itoa(minor) {
-	case "7.0":
+// keepsStaleMark reports whether a server (serverName's name and version) is a Redis that
+// keeps the "owner not claiming" mark across CLUSTER SETSLOT NODE: 7.0.13–7.0.15 and
+// 7.2.0–7.2.3 (redis/redis#12344 without #12564). Valkey forked after the fix.
+func keepsStaleMark(name, version string) bool {
+	patch, _ := strconv.Atoi(version[strings.LastIndex(version, ".")+1:])
+	switch name {
+	case "redis-7.0":
 		return patch >= 13
-	case "7.2":
+	case "redis-7.2":
 		return patch <= 3
 	}
 	return false
